@@ -1,0 +1,2 @@
+// Package expectations is under construction; see the README.
+package expectations

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Regenerates deep-copy code and CRD manifests with controller-gen (a Go tool
+# declared in go.mod). With --verify, fails when the committed files differ
+# from what generation writes, and leaves the tree as it was.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+api=examples/workitem/api/v1alpha1
+crds=examples/workitem/config/crd
+
+if [ ! -d "$api" ]; then
+	echo "generate: no API types yet ($api)"
+	exit 0
+fi
+
+run() {
+	go tool controller-gen object paths="./$api/..."
+	go tool controller-gen crd paths="./$api/..." output:crd:artifacts:config="$1"
+}
+
+if [ "${1:-}" = "--verify" ]; then
+	tmp=$(mktemp -d)
+	trap 'rm -rf "$tmp"' EXIT
+	cp "$api/zz_generated.deepcopy.go" "$tmp/deepcopy.go" 2>/dev/null || true
+	run "$tmp/crd"
+	status=0
+	if ! git diff --quiet -- "$api/zz_generated.deepcopy.go"; then
+		echo "generate: $api/zz_generated.deepcopy.go is out of date: run make generate" >&2
+		git --no-pager diff --stat -- "$api/zz_generated.deepcopy.go" >&2
+		cp "$tmp/deepcopy.go" "$api/zz_generated.deepcopy.go" 2>/dev/null || true
+		status=1
+	fi
+	if ! diff -r "$tmp/crd" "$crds" >&2; then
+		echo "generate: $crds is out of date: run make generate" >&2
+		status=1
+	fi
+	[ $status -eq 0 ] && echo "generate: generated files are up to date"
+	exit $status
+fi
+
+run "$crds"
+echo "generate: wrote $api/zz_generated.deepcopy.go and $crds"

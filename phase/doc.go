@@ -1,0 +1,2 @@
+// Package phase is under construction; see the README.
+package phase

@@ -1,0 +1,2 @@
+// Package racetest is under construction; see the README.
+package racetest

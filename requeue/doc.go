@@ -1,0 +1,2 @@
+// Package requeue is under construction; see the README.
+package requeue

@@ -1,0 +1,2 @@
+// Package statusupdate is under construction; see the README.
+package statusupdate
