@@ -1,0 +1,20 @@
+// Package naive is the WorkItem controller of the incident, as it was.
+//
+// It is the reproducer: do not copy it. Its reconcileDelete and updateStatus
+// follow the post-mortem's code line for line:
+//
+//   - updateStatus runs r.Get(ctx, key, item) inside retry.RetryOnConflict
+//     before every patch, so each status write first overwrites the caller's
+//     item with whatever the informer cache holds;
+//   - syncDryRunCondition goes through the same Get, and when the condition is
+//     already in sync it writes nothing, so the stale snapshot stays in item;
+//   - the switch then dispatches on item.Status.Phase, the field that Get just
+//     rolled back to Failed, and its default branch returns ctrl.Result{}, nil.
+//
+// Under watch lag every delete that starts from Failed ends in that default
+// branch; with GenerationChangedPredicate no status event wakes the item again,
+// and it keeps its finalizer forever.
+//
+// The post-mortem's two hand fixes are here too, as Variants, so benchmarks can
+// measure them beside the racesafe controller in examples/workitem/controller.
+package naive
