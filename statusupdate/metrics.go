@@ -1,0 +1,44 @@
+package statusupdate
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+// Values of the target label.
+const (
+	targetStatus = "status"
+	targetObject = "object"
+)
+
+// Values of the result label. Every attempt ends in exactly one of them: a
+// call that conflicts twice and then writes counts conflict twice and written
+// once.
+const (
+	resultWritten   = "written"   // the server accepted the patch
+	resultUnchanged = "unchanged" // the merge patch was empty; nothing sent
+	resultConflict  = "conflict"  // the server answered 409 Conflict
+	resultError     = "error"     // mutate, the re-read or the patch failed otherwise
+)
+
+// patchesTotal is registered on controller-runtime's registry, so a manager's
+// metrics endpoint serves it with no wiring by the caller.
+var patchesTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "racesafe_statusupdate_patches_total",
+	Help: "Patch attempts by the statusupdate Patcher, by target (status or object) and result (written, unchanged, conflict, error).",
+}, []string{"target", "result"})
+
+func init() {
+	metrics.Registry.MustRegister(patchesTotal)
+	// Create every series at 0, so that a rate() over a counter that has not
+	// moved yet returns 0 rather than no data.
+	for _, target := range []string{targetStatus, targetObject} {
+		for _, result := range []string{resultWritten, resultUnchanged, resultConflict, resultError} {
+			patchesTotal.WithLabelValues(target, result)
+		}
+	}
+}
+
+func observe(target, result string) {
+	patchesTotal.WithLabelValues(target, result).Inc()
+}

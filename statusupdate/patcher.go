@@ -1,0 +1,363 @@
+package statusupdate
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+)
+
+// Client is the narrowest client the Patcher writes with: the status
+// subresource writer and Patch of the main resource. A client.Client, such as
+// the manager's GetClient(), satisfies it. The Patcher never reads through it,
+// so a cache-backed client is fine here.
+type Client interface {
+	client.StatusClient
+	Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error
+}
+
+// Recorder receives every successful write, so that later reads of the cache
+// can be checked against it. *expectations.Tracker satisfies it.
+//
+// The Patcher calls exactly one of the two methods per write, with the object
+// the server returned; the implementation must not modify it.
+type Recorder interface {
+	// ExpectWrite records that obj was written at obj's resourceVersion.
+	ExpectWrite(obj client.Object) error
+	// ExpectDeletion records that the write removed obj's last finalizer while
+	// obj was being deleted, so the server deletes it.
+	ExpectDeletion(obj client.Object) error
+}
+
+// Options configure a Patcher. The zero value is ready to use: optimistic
+// locking, retry.DefaultRetry on conflicts, no recorder, the client's field
+// manager.
+type Options struct {
+	// Backoff bounds the retries after 409 Conflict, as wait.ExponentialBackoff
+	// does: at most Steps attempts in all, Duration (times Factor, plus Jitter)
+	// between them, and reaching Cap ends the retries. The zero value means
+	// retry.DefaultRetry (5 attempts, about 10ms apart). Steps below 1 means a
+	// single attempt.
+	Backoff wait.Backoff
+
+	// DisableOptimisticLock sends patches without the resourceVersion
+	// precondition. A merge patch replaces whole lists, so without the lock a
+	// write can erase a list entry (a condition, a finalizer) that another writer
+	// added after the caller's read. Leave it off unless this writer is the only
+	// one.
+	DisableOptimisticLock bool
+
+	// Expectations, when set, is told about every successful write.
+	Expectations Recorder
+
+	// FieldOwner, when set, is sent as the field manager of every patch.
+	FieldOwner string
+}
+
+// Patcher writes objects of type T with a merge patch computed from the object
+// the caller holds. It holds no per-object state: one Patcher can serve every
+// reconcile of a controller, concurrently. Make one with [New]; the zero
+// Patcher has no client and every call returns an error.
+type Patcher[T client.Object] struct {
+	client         Client
+	apiReader      client.Reader
+	backoff        wait.Backoff
+	optimisticLock bool
+	recorder       Recorder
+	fieldOwner     string
+}
+
+// New returns a Patcher that writes through c and, after a conflict, reads the
+// live object through apiReader. apiReader must read the API server, not the
+// cache: pass the manager's GetAPIReader(). Neither may be nil; Patch reports an
+// error if one is.
+func New[T client.Object](c Client, apiReader client.Reader, opts Options) *Patcher[T] {
+	backoff := opts.Backoff
+	if backoff == (wait.Backoff{}) {
+		backoff = retry.DefaultRetry
+	}
+	return &Patcher[T]{
+		client:         c,
+		apiReader:      apiReader,
+		backoff:        backoff,
+		optimisticLock: !opts.DisableOptimisticLock,
+		recorder:       opts.Expectations,
+		fieldOwner:     opts.FieldOwner,
+	}
+}
+
+// Patch writes obj's status. It deep-copies obj, runs mutate on the copy, sends
+// the JSON merge patch of the difference to the status subresource and returns
+// the object the server wrote. obj itself is never modified.
+//
+// If mutate changes nothing, nothing is sent and Patch returns a copy of obj.
+// If mutate returns an error, nothing is sent and the error is returned wrapped.
+// On 409 Conflict, Patch reads the object from the API server, runs mutate on
+// it again and retries; see [Options].Backoff.
+//
+// Changes mutate makes outside status are dropped by the server; use
+// [Patcher.PatchObject] for those. On an error from the Recorder the write did
+// happen: Patch returns the written object together with the error.
+func (p *Patcher[T]) Patch(ctx context.Context, obj T, mutate func(T) error) (T, error) {
+	return p.run(ctx, target{
+		label: targetStatus,
+		what:  "patch status of",
+		send: func(ctx context.Context, c Client, obj client.Object, patch client.Patch, fieldOwner string) error {
+			var opts []client.SubResourcePatchOption
+			if fieldOwner != "" {
+				opts = append(opts, client.FieldOwner(fieldOwner))
+			}
+			return c.Status().Patch(ctx, obj, patch, opts...)
+		},
+	}, obj, mutate)
+}
+
+// PatchObject is [Patcher.Patch] for the object itself rather than its status:
+// finalizers, labels, annotations, spec. For types with a status subresource,
+// the server ignores status changes sent this way.
+func (p *Patcher[T]) PatchObject(ctx context.Context, obj T, mutate func(T) error) (T, error) {
+	return p.run(ctx, target{
+		label: targetObject,
+		what:  "patch",
+		send: func(ctx context.Context, c Client, obj client.Object, patch client.Patch, fieldOwner string) error {
+			var opts []client.PatchOption
+			if fieldOwner != "" {
+				opts = append(opts, client.FieldOwner(fieldOwner))
+			}
+			return c.Patch(ctx, obj, patch, opts...)
+		},
+	}, obj, mutate)
+}
+
+// target is what Patch and PatchObject differ in.
+type target struct {
+	label string // metrics label
+	what  string // error message prefix, followed by the object
+	send  func(ctx context.Context, c Client, obj client.Object, patch client.Patch, fieldOwner string) error
+}
+
+var errNoClient = errors.New("statusupdate: Patcher has a nil client or apiReader")
+
+func (p *Patcher[T]) run(ctx context.Context, tgt target, obj T, mutate func(T) error) (T, error) {
+	var zero T
+	if isNil(obj) {
+		return zero, ErrNilObject
+	}
+	if mutate == nil {
+		return zero, ErrNilMutate
+	}
+	fail := func(err error) error {
+		return fmt.Errorf("%s %s: %w", tgt.what, klog.KObj(obj), err)
+	}
+	if p == nil || p.client == nil || p.apiReader == nil {
+		return zero, fail(errNoClient)
+	}
+	logger := log.FromContext(ctx).WithValues("target", tgt.label, "patchedObject", klog.KObj(obj))
+
+	// base is the object the patch is computed against: first a private copy of
+	// obj, after a conflict the live object. obj is only ever read.
+	base, err := deepCopy(obj)
+	if err != nil {
+		return zero, fail(err)
+	}
+	backoff := p.backoff
+	for attempt := 1; ; attempt++ {
+		written, body, err := p.attempt(ctx, tgt, base, mutate)
+		switch {
+		case err == nil && body == nil:
+			observe(tgt.label, resultUnchanged)
+			logger.V(1).Info("unchanged, nothing sent", "resourceVersion", base.GetResourceVersion())
+			return base, nil
+		case err == nil:
+			observe(tgt.label, resultWritten)
+			logger.V(1).Info("patched", "patch", string(body), "attempt", attempt,
+				"resourceVersion", written.GetResourceVersion())
+			if err := p.record(written); err != nil {
+				return written, fail(fmt.Errorf("written at resourceVersion %s, but recording the write failed: %w",
+					written.GetResourceVersion(), err))
+			}
+			return written, nil
+		case !apierrors.IsConflict(err):
+			observe(tgt.label, resultError)
+			return zero, fail(err)
+		}
+
+		observe(tgt.label, resultConflict)
+		if backoff.Steps <= 1 {
+			return zero, fail(&ConflictError{Key: client.ObjectKeyFromObject(obj), Attempts: attempt, Err: err})
+		}
+		delay := backoff.Step()
+		if backoff.Steps == 0 {
+			// Cap was reached: wait.ExponentialBackoff would wait once more and
+			// then stop without another attempt, so stop now.
+			return zero, fail(&ConflictError{Key: client.ObjectKeyFromObject(obj), Attempts: attempt, Err: err})
+		}
+		logger.V(1).Info("conflict, re-reading from the API server", "attempt", attempt, "retryIn", delay)
+		if err := sleep(ctx, delay); err != nil {
+			return zero, fail(fmt.Errorf("waiting to retry after %d conflicting attempts: %w", attempt, err))
+		}
+		// The conflict says the server holds a newer object than base. Read it
+		// from the API server: the cache may be older still, and a patch
+		// computed against it would conflict again or, without the lock,
+		// undo the write that caused the conflict.
+		fresh, err := emptyLike(obj)
+		if err != nil {
+			return zero, fail(err)
+		}
+		if err := p.apiReader.Get(ctx, client.ObjectKeyFromObject(obj), fresh); err != nil {
+			observe(tgt.label, resultError)
+			return zero, fail(fmt.Errorf("re-read after conflict: %w", err))
+		}
+		base = fresh
+	}
+}
+
+// attempt runs mutate on a copy of base and sends the difference. It returns
+// the written object and the patch body sent, or a nil body when there was
+// nothing to send. base is not modified.
+func (p *Patcher[T]) attempt(ctx context.Context, tgt target, base T, mutate func(T) error) (T, []byte, error) {
+	var zero T
+	work, err := deepCopy(base)
+	if err != nil {
+		return zero, nil, err
+	}
+	if err := mutate(work); err != nil {
+		return zero, nil, fmt.Errorf("mutate: %w", err)
+	}
+	// The plain merge patch first: with the precondition already in it, it
+	// would never be empty and a no-op could not be told apart.
+	body, err := client.MergeFrom(base).Data(work)
+	if err != nil {
+		return zero, nil, fmt.Errorf("compute merge patch: %w", err)
+	}
+	if bytes.Equal(bytes.TrimSpace(body), []byte("{}")) {
+		return zero, nil, nil
+	}
+	if p.optimisticLock {
+		rv := base.GetResourceVersion()
+		if rv == "" {
+			return zero, nil, ErrNoResourceVersion
+		}
+		if body, err = withResourceVersion(body, rv); err != nil {
+			return zero, nil, err
+		}
+	}
+	// Decode the answer into an empty object rather than into work.
+	// controller-runtime's clients zero the target before decoding, but Client
+	// does not promise it, and a plain JSON decode would merge the answer into
+	// work, keeping fields the server dropped: the result would claim a write
+	// that did not happen.
+	written, err := emptyLike(base)
+	if err != nil {
+		return zero, nil, err
+	}
+	if err := tgt.send(ctx, p.client, written, client.RawPatch(types.MergePatchType, body), p.fieldOwner); err != nil {
+		return zero, nil, err
+	}
+	return written, body, nil
+}
+
+// record reports a successful write to the Recorder, if any.
+func (p *Patcher[T]) record(written T) error {
+	if p.recorder == nil {
+		return nil
+	}
+	// Removing the last finalizer of an object being deleted makes the server
+	// delete it: there will be no cached object at written's resourceVersion to
+	// wait for, only its disappearance.
+	if written.GetDeletionTimestamp() != nil && len(written.GetFinalizers()) == 0 {
+		return p.recorder.ExpectDeletion(written)
+	}
+	return p.recorder.ExpectWrite(written)
+}
+
+// withResourceVersion sets metadata.resourceVersion in a merge patch, which
+// the server then checks as a precondition, as
+// client.MergeFromWithOptimisticLock does.
+func withResourceVersion(patch []byte, rv string) ([]byte, error) {
+	var m map[string]any
+	dec := json.NewDecoder(bytes.NewReader(patch))
+	dec.UseNumber() // keep int64 fields exact; float64 would round them
+	if err := dec.Decode(&m); err != nil {
+		return nil, fmt.Errorf("add resourceVersion to merge patch: %w", err)
+	}
+	metadata, _ := m["metadata"].(map[string]any)
+	if metadata == nil {
+		metadata = map[string]any{}
+		m["metadata"] = metadata
+	}
+	metadata["resourceVersion"] = rv
+	out, err := json.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("add resourceVersion to merge patch: %w", err)
+	}
+	return out, nil
+}
+
+// isNil reports whether obj is nil or a typed nil pointer, on which any
+// method call could panic.
+func isNil(obj client.Object) bool {
+	if obj == nil {
+		return true
+	}
+	v := reflect.ValueOf(obj)
+	switch v.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Interface, reflect.Func, reflect.Chan:
+		return v.IsNil()
+	}
+	return false
+}
+
+func deepCopy[T client.Object](obj T) (T, error) {
+	out, ok := obj.DeepCopyObject().(T)
+	if !ok || isNil(out) {
+		var zero T
+		return zero, fmt.Errorf("statusupdate: DeepCopyObject of %T did not return a %T", obj, zero)
+	}
+	return out, nil
+}
+
+// emptyLike returns a new, empty object of obj's type that carries only what a
+// request needs to address it: kind (required for unstructured objects), name
+// and namespace.
+func emptyLike[T client.Object](obj T) (T, error) {
+	var zero T
+	t := reflect.TypeOf(obj)
+	if t.Kind() != reflect.Pointer {
+		return zero, fmt.Errorf("statusupdate: %T is not a pointer", obj)
+	}
+	out, ok := reflect.New(t.Elem()).Interface().(T)
+	if !ok {
+		return zero, fmt.Errorf("statusupdate: cannot make an empty %T", obj)
+	}
+	out.GetObjectKind().SetGroupVersionKind(obj.GetObjectKind().GroupVersionKind())
+	out.SetNamespace(obj.GetNamespace())
+	out.SetName(obj.GetName())
+	return out, nil
+}
+
+// sleep waits for d or until ctx is done, whichever comes first.
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
