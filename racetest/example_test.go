@@ -1,0 +1,138 @@
+package racetest_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/url"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/racesafe/racesafe/racetest"
+)
+
+// The same seed gives the same faults, so a failing run can be replayed.
+func ExampleFaults() {
+	faults, err := racetest.NewFaults(racetest.FaultOptions{
+		Seed:       1,
+		Conflict:   0.3,
+		Operations: []racetest.Operation{racetest.OpStatusPatch},
+	})
+	if err != nil {
+		panic(err)
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default"}}
+	base := fake.NewClientBuilder().WithObjects(pod).WithStatusSubresource(pod).Build()
+	c := interceptor.NewClient(base, faults.Funcs())
+
+	var outcomes []string
+	for range 8 {
+		patch := client.MergeFrom(pod.DeepCopy())
+		pod.Status.Message += "."
+		switch err := c.Status().Patch(context.TODO(), pod, patch); {
+		case apierrors.IsConflict(err):
+			outcomes = append(outcomes, "409")
+		case err != nil:
+			panic(err)
+		default:
+			outcomes = append(outcomes, "ok")
+		}
+	}
+	fmt.Println(strings.Join(outcomes, " "))
+	counts := faults.Injected()
+	fmt.Println(counts.Of(racetest.FaultConflict), "conflicts in", counts.Calls[racetest.OpStatusPatch], "status patches")
+	// Output:
+	// 409 ok 409 ok 409 ok ok ok
+	// 3 conflicts in 8 status patches
+}
+
+// A 429 carries its Retry-After, as a real server's does.
+func ExampleFaultOptions_tooManyRequests() {
+	faults, err := racetest.NewFaults(racetest.FaultOptions{TooManyRequests: 1, RetryAfterSeconds: 5})
+	if err != nil {
+		panic(err)
+	}
+	c := interceptor.NewClient(fake.NewClientBuilder().Build(), faults.Funcs())
+	err = c.Update(context.TODO(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cm", Namespace: "default"}})
+	seconds, ok := apierrors.SuggestsClientDelay(err)
+	fmt.Println(apierrors.IsTooManyRequests(err), seconds, ok)
+	// Output:
+	// true 5 true
+}
+
+// Rates out of [0, 1] are an error, not a panic.
+func ExampleNewFaults_invalidRate() {
+	_, err := racetest.NewFaults(racetest.FaultOptions{Conflict: 1.5})
+	var optsErr *racetest.FaultOptionsError
+	fmt.Println(errors.Is(err, racetest.ErrInvalidFaultOptions), errors.As(err, &optsErr) && optsErr.Field == "Conflict")
+	fmt.Println(err)
+	// Output:
+	// true true
+	// invalid fault options: FaultOptions.Conflict = 1.5: a rate must be in [0, 1]
+}
+
+// Classify names requests the way Kubernetes authorisation does.
+func ExampleClassify() {
+	for _, r := range []struct{ method, url string }{
+		{"GET", "/apis/racesafe.io/v1alpha1/namespaces/ns/workitems/w"},
+		{"GET", "/apis/racesafe.io/v1alpha1/namespaces/ns/workitems"},
+		{"GET", "/apis/racesafe.io/v1alpha1/workitems?watch=true&sendInitialEvents=true"},
+		{"PATCH", "/apis/racesafe.io/v1alpha1/namespaces/ns/workitems/w/status"},
+		{"DELETE", "/api/v1/namespaces/ns/configmaps"},
+		{"GET", "/apis/racesafe.io/v1alpha1"},
+	} {
+		u, err := url.Parse(r.url)
+		if err != nil {
+			panic(err)
+		}
+		req := racetest.Classify(r.method, u)
+		fmt.Printf("%-6s %-16s %s%s\n", r.method, req.Verb, req.Resource, req.Path)
+	}
+	// Output:
+	// GET    get              workitems
+	// GET    list             workitems
+	// GET    watch            workitems
+	// PATCH  patch            workitems/status
+	// DELETE deletecollection configmaps
+	// GET    get              /apis/racesafe.io/v1alpha1
+}
+
+// A manager whose client writes at once and whose cache sees every write
+// 300 ms late, with up to 100 ms of jitter.
+func ExampleLaggedCache() {
+	var cfg *rest.Config // from envtest
+	_, _ = manager.New(cfg, manager.Options{
+		NewCache: racetest.LaggedCache(racetest.LagOptions{
+			Delay:  300 * time.Millisecond,
+			Jitter: func() time.Duration { return rand.N(100 * time.Millisecond) },
+		}),
+	})
+}
+
+// A cache outside a manager takes the lagged config directly.
+func ExampleWithWatchLag() {
+	var cfg *rest.Config // from envtest
+	_, _ = cache.New(racetest.WithWatchLag(cfg, racetest.LagOptions{Delay: time.Second}), cache.Options{})
+}
+
+// API calls per transition: reset after setup, count after the transition.
+func ExampleCountRequests() {
+	var cfg *rest.Config // from envtest
+	counted, counter := racetest.CountRequests(cfg)
+	c, _ := client.New(counted, client.Options{})
+	_ = c // ... set up, then:
+	counter.Reset()
+	// ... drive one transition, then:
+	fmt.Println(counter.Count("patch", "workitems/status"), counter.Total())
+}

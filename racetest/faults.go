@@ -1,0 +1,291 @@
+package racetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sync"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+)
+
+// Operation is a client write that [Faults] can fail.
+type Operation string
+
+// The operations Faults intercepts. Subresources other than status, creates,
+// deletes, reads and server-side apply always pass.
+const (
+	// OpUpdate is client.Update.
+	OpUpdate Operation = "update"
+	// OpPatch is client.Patch.
+	OpPatch Operation = "patch"
+	// OpStatusUpdate is client.Status().Update.
+	OpStatusUpdate Operation = "status update"
+	// OpStatusPatch is client.Status().Patch.
+	OpStatusPatch Operation = "status patch"
+)
+
+var allOperations = []Operation{OpUpdate, OpPatch, OpStatusUpdate, OpStatusPatch}
+
+// Fault is a kind of error [Faults] injects.
+type Fault string
+
+// The faults, each the error a real API server returns for it.
+const (
+	// FaultConflict is a 409 Conflict, as for a stale resourceVersion
+	// (apierrors.IsConflict).
+	FaultConflict Fault = "conflict"
+	// FaultServerError is a 500 Internal Server Error
+	// (apierrors.IsInternalError).
+	FaultServerError Fault = "server error"
+	// FaultTooManyRequests is a 429 with a Retry-After delay
+	// (apierrors.IsTooManyRequests, apierrors.SuggestsClientDelay).
+	FaultTooManyRequests Fault = "too many requests"
+)
+
+// FaultOptions configure [NewFaults]. Rates are probabilities per call, each
+// in [0, 1], and their sum at most 1: one random draw per call picks at most
+// one fault.
+type FaultOptions struct {
+	// Seed makes the sequence of faults replayable: the same seed and the
+	// same sequence of calls give the same faults. Log it in a failing test.
+	Seed uint64
+
+	// Conflict is the rate of FaultConflict.
+	Conflict float64
+	// ServerError is the rate of FaultServerError.
+	ServerError float64
+	// TooManyRequests is the rate of FaultTooManyRequests.
+	TooManyRequests float64
+	// RetryAfterSeconds is the Retry-After of FaultTooManyRequests; zero
+	// means 1, negative is an error.
+	RetryAfterSeconds int
+
+	// Operations are the operations that may fail; nil means all of them.
+	Operations []Operation
+	// Match, if set, further selects the calls that may fail, for example
+	// only WorkItems. Calls it rejects pass and draw no random number, so
+	// unrelated traffic does not shift the replayed sequence.
+	Match func(op Operation, obj client.Object) bool
+}
+
+// ErrInvalidFaultOptions is matched by every error NewFaults returns.
+var ErrInvalidFaultOptions = errors.New("invalid fault options")
+
+// FaultOptionsError says which field of [FaultOptions] is invalid.
+type FaultOptionsError struct {
+	// Field names the field, or the sum of rates.
+	Field string
+	// Value is the rejected value.
+	Value any
+	// Reason says what a valid value is.
+	Reason string
+}
+
+// Error implements error.
+func (e *FaultOptionsError) Error() string {
+	return fmt.Sprintf("%v: FaultOptions.%s = %v: %s", ErrInvalidFaultOptions, e.Field, e.Value, e.Reason)
+}
+
+// Is makes errors.Is(err, ErrInvalidFaultOptions) true.
+func (e *FaultOptionsError) Is(target error) bool { return target == ErrInvalidFaultOptions }
+
+// Faults injects API errors into a controller-runtime client's writes, at
+// given rates, from a seeded random source. Use it as
+// interceptor.NewClient(c, f.Funcs()). A Faults is safe for concurrent use;
+// calls draw from one source in the order they reach it, so a replay is exact
+// only when the calls come in the same order (one reconcile worker).
+//
+// An injected fault replaces the call: the write never reaches the server,
+// as when a real server rejects it before persisting anything.
+type Faults struct {
+	opts FaultOptions
+	ops  []Operation
+
+	mu     sync.Mutex
+	rng    *rand.Rand
+	counts FaultCounts
+}
+
+// NewFaults validates opts and returns a Faults for them.
+func NewFaults(opts FaultOptions) (*Faults, error) {
+	rates := []struct {
+		field string
+		rate  float64
+	}{{"Conflict", opts.Conflict}, {"ServerError", opts.ServerError}, {"TooManyRequests", opts.TooManyRequests}}
+	sum := 0.0
+	for _, r := range rates {
+		if math.IsNaN(r.rate) || r.rate < 0 || r.rate > 1 {
+			return nil, &FaultOptionsError{Field: r.field, Value: r.rate, Reason: "a rate must be in [0, 1]"}
+		}
+		sum += r.rate
+	}
+	if sum > 1 {
+		return nil, &FaultOptionsError{Field: "Conflict+ServerError+TooManyRequests", Value: sum, Reason: "the rates must sum to at most 1"}
+	}
+	if opts.RetryAfterSeconds < 0 {
+		return nil, &FaultOptionsError{Field: "RetryAfterSeconds", Value: opts.RetryAfterSeconds, Reason: "must not be negative"}
+	}
+	if opts.RetryAfterSeconds == 0 {
+		opts.RetryAfterSeconds = 1
+	}
+	ops := slices.Clone(opts.Operations)
+	if ops == nil {
+		ops = allOperations
+	}
+	for _, op := range ops {
+		if !slices.Contains(allOperations, op) {
+			return nil, &FaultOptionsError{Field: "Operations", Value: op, Reason: fmt.Sprintf("not one of %v", allOperations)}
+		}
+	}
+	return &Faults{
+		opts: opts,
+		ops:  ops,
+		// The second PCG word is fixed so that Seed alone names a sequence.
+		rng:    rand.New(rand.NewPCG(opts.Seed, 0x9e3779b97f4a7c15)),
+		counts: FaultCounts{Calls: map[Operation]int{}, Injected: map[Injection]int{}},
+	}, nil
+}
+
+// Injection is one kind of fault on one operation.
+type Injection struct {
+	Fault     Fault
+	Operation Operation
+}
+
+// FaultCounts is what a Faults saw and did.
+type FaultCounts struct {
+	// Calls counts the calls that could have failed (in Operations and
+	// accepted by Match), failed or not.
+	Calls map[Operation]int
+	// Injected counts the faults injected.
+	Injected map[Injection]int
+}
+
+// Of returns how many faults of kind f were injected, over all operations.
+func (c FaultCounts) Of(f Fault) int {
+	n := 0
+	for k, v := range c.Injected {
+		if k.Fault == f {
+			n += v
+		}
+	}
+	return n
+}
+
+// Total returns how many faults were injected.
+func (c FaultCounts) Total() int {
+	n := 0
+	for _, v := range c.Injected {
+		n += v
+	}
+	return n
+}
+
+// Injected returns a copy of the counts so far.
+func (f *Faults) Injected() FaultCounts {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return FaultCounts{Calls: maps.Clone(f.counts.Calls), Injected: maps.Clone(f.counts.Injected)}
+}
+
+// draw decides whether the call fails, and how.
+func (f *Faults) draw(op Operation, obj client.Object) (Fault, bool) {
+	if !slices.Contains(f.ops, op) || (f.opts.Match != nil && !f.opts.Match(op, obj)) {
+		return "", false
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.counts.Calls[op]++
+	u := f.rng.Float64()
+	var fault Fault
+	switch {
+	case u < f.opts.Conflict:
+		fault = FaultConflict
+	case u < f.opts.Conflict+f.opts.ServerError:
+		fault = FaultServerError
+	case u < f.opts.Conflict+f.opts.ServerError+f.opts.TooManyRequests:
+		fault = FaultTooManyRequests
+	default:
+		return "", false
+	}
+	f.counts.Injected[Injection{Fault: fault, Operation: op}]++
+	return fault, true
+}
+
+// inject returns the error for a failing call, or nil to let it pass.
+func (f *Faults) inject(c client.Client, op Operation, obj client.Object) error {
+	fault, ok := f.draw(op, obj)
+	if !ok {
+		return nil
+	}
+	switch fault {
+	case FaultConflict:
+		return apierrors.NewConflict(groupResource(c, obj), obj.GetName(),
+			fmt.Errorf("racetest: injected %s on %s", fault, op))
+	case FaultServerError:
+		return apierrors.NewInternalError(fmt.Errorf("racetest: injected %s on %s", fault, op))
+	default:
+		return apierrors.NewTooManyRequests(fmt.Sprintf("racetest: injected %s on %s", fault, op), f.opts.RetryAfterSeconds)
+	}
+}
+
+// groupResource names obj's resource the way a server's conflict does. A kind
+// the client's RESTMapper does not know (a fake client's mapper is empty) gets
+// its resource guessed from the kind, as kubectl does; an unknown type gets
+// none rather than no error at all.
+func groupResource(c client.Client, obj client.Object) schema.GroupResource {
+	gvk, err := c.GroupVersionKindFor(obj)
+	if err != nil {
+		return schema.GroupResource{}
+	}
+	m, err := c.RESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		plural, _ := meta.UnsafeGuessKindToResource(gvk)
+		return plural.GroupResource()
+	}
+	return m.Resource.GroupResource()
+}
+
+// Funcs returns the interceptor functions that inject the faults. Only
+// Update, Patch and the status subresource's Update and Patch are set.
+func (f *Faults) Funcs() interceptor.Funcs {
+	return interceptor.Funcs{
+		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+			if err := f.inject(c, OpUpdate, obj); err != nil {
+				return err
+			}
+			return c.Update(ctx, obj, opts...)
+		},
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			if err := f.inject(c, OpPatch, obj); err != nil {
+				return err
+			}
+			return c.Patch(ctx, obj, patch, opts...)
+		},
+		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+			if sub == "status" {
+				if err := f.inject(c, OpStatusUpdate, obj); err != nil {
+					return err
+				}
+			}
+			return c.SubResource(sub).Update(ctx, obj, opts...)
+		},
+		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+			if sub == "status" {
+				if err := f.inject(c, OpStatusPatch, obj); err != nil {
+					return err
+				}
+			}
+			return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+		},
+	}
+}
