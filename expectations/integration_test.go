@@ -1,0 +1,240 @@
+package expectations_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/racesafe/racesafe/expectations"
+	"github.com/racesafe/racesafe/internal/testenv"
+)
+
+// TestIntegrationStaleUntilWatchDelivers runs the incident's window on a real
+// API server. The cache's watch stream is held, so after a write the cache is
+// behind for certain, not by luck: the Reader must refuse the old snapshot,
+// and accept the object once the held events are let through.
+func TestIntegrationStaleUntilWatchDelivers(t *testing.T) {
+	env := testenv.Start(t, testenv.Options{})
+	ctx := t.Context()
+	direct, err := client.New(env.Config, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	gate := &watchGate{}
+	cacheConfig := rest.CopyConfig(env.Config)
+	cacheConfig.Wrap(gate.wrap)
+	informers, err := cache.New(cacheConfig, cache.Options{
+		DefaultNamespaces: map[string]cache.Config{metav1.NamespaceDefault: {}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cacheCtx, stopCache := context.WithCancel(ctx)
+	stopped := make(chan error, 1)
+	go func() { stopped <- informers.Start(cacheCtx) }()
+	t.Cleanup(func() {
+		gate.release()
+		stopCache()
+		if err := <-stopped; err != nil {
+			t.Errorf("cache: %v", err)
+		}
+	})
+
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, Name: "stale-read"},
+		Data:       map[string]string{"phase": "Failed"},
+	}
+	if err := direct.Create(ctx, cm); err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	key := client.ObjectKeyFromObject(cm)
+	if _, err := informers.GetInformer(ctx, &corev1.ConfigMap{}); err != nil {
+		t.Fatalf("informer: %v", err)
+	}
+	if !informers.WaitForCacheSync(ctx) {
+		t.Fatal("cache did not sync")
+	}
+	waitFor(t, "the cache to hold the created object", func(ctx context.Context) (bool, error) {
+		var got corev1.ConfigMap
+		err := informers.Get(ctx, key, &got)
+		return err == nil && got.ResourceVersion == cm.ResourceVersion, client.IgnoreNotFound(err)
+	})
+
+	name := "integration"
+	tr := expectations.New(expectations.Options{Name: name})
+	reader := expectations.NewReader(informers, tr)
+
+	// The write: the server answers with a new resourceVersion, the watch
+	// event carrying it is held.
+	gate.hold()
+	written := cm.DeepCopy()
+	written.Data["phase"] = "Deleting"
+	if err := direct.Update(ctx, written); err != nil {
+		t.Fatalf("update: %v", err)
+	}
+	if err := tr.ExpectWrite(written); err != nil {
+		t.Fatal(err)
+	}
+
+	got := written.DeepCopy()
+	err = reader.Get(ctx, key, got)
+	var stale *expectations.StaleError
+	if !errors.As(err, &stale) {
+		t.Fatalf("Get while the watch is held = %v, want *StaleError", err)
+	}
+	want := expectations.StaleError{Key: key, Want: written.ResourceVersion, Seen: cm.ResourceVersion}
+	if diff := cmp.Diff(want, *stale); diff != "" {
+		t.Errorf("StaleError (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(written, got); diff != "" {
+		t.Errorf("stale Get changed the caller's object (-want +got):\n%s", diff)
+	}
+
+	gate.release()
+	waitFor(t, "the cache to catch up with the write", func(ctx context.Context) (bool, error) {
+		err := reader.Get(ctx, key, got)
+		if errors.Is(err, expectations.ErrStale) {
+			return false, nil
+		}
+		return err == nil, err
+	})
+	if got.ResourceVersion != written.ResourceVersion || got.Data["phase"] != "Deleting" {
+		t.Errorf("after catching up: rv %s phase %q, want rv %s phase Deleting", got.ResourceVersion, got.Data["phase"], written.ResourceVersion)
+	}
+	if n := tr.Pending(); n != 0 {
+		t.Errorf("Pending() = %d, want 0", n)
+	}
+
+	// The deletion: the cache keeps showing the deleted incarnation while
+	// the watch is held.
+	gate.hold()
+	if err := direct.Delete(ctx, got); err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+	if err := tr.ExpectDeletion(got); err != nil {
+		t.Fatal(err)
+	}
+	err = reader.Get(ctx, key, &corev1.ConfigMap{})
+	if !errors.As(err, &stale) || !stale.Deletion || stale.Seen != written.ResourceVersion {
+		t.Fatalf("Get of the deleted object while the watch is held = %v, want a deletion *StaleError seen at %s", err, written.ResourceVersion)
+	}
+	gate.release()
+	waitFor(t, "the cache to see the deletion", func(ctx context.Context) (bool, error) {
+		err := reader.Get(ctx, key, &corev1.ConfigMap{})
+		if errors.Is(err, expectations.ErrStale) {
+			return false, nil
+		}
+		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+	})
+	if n := tr.Pending(); n != 0 {
+		t.Errorf("Pending() after the deletion = %d, want 0", n)
+	}
+
+	if got := readMetric(t, "racesafe_expectations_stale_reads_total", name).value; got < 2 {
+		t.Errorf("stale_reads_total = %v, want at least 2", got)
+	}
+	if h := readMetric(t, "racesafe_expectations_catch_up_seconds", name); h.count != 2 {
+		t.Errorf("catch_up_seconds has %d samples, want 2 (the write and the deletion)", h.count)
+	}
+}
+
+func waitFor(t *testing.T, what string, cond wait.ConditionWithContextFunc) {
+	t.Helper()
+	if err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 30*time.Second, true, cond); err != nil {
+		t.Fatalf("waiting for %s: %v", what, err)
+	}
+}
+
+// watchGate holds the bytes of watch responses while it is held. It holds
+// after the underlying read returns, so an event that arrives while the gate
+// is held cannot slip through a read that began before.
+type watchGate struct {
+	mu   sync.Mutex
+	held chan struct{} // nil while open
+}
+
+func (g *watchGate) hold() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.held == nil {
+		g.held = make(chan struct{})
+	}
+}
+
+func (g *watchGate) release() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.held != nil {
+		close(g.held)
+		g.held = nil
+	}
+}
+
+// pass waits while the gate is held; false if closed first.
+func (g *watchGate) pass(closed <-chan struct{}) bool {
+	g.mu.Lock()
+	held := g.held
+	g.mu.Unlock()
+	if held == nil {
+		return true
+	}
+	select {
+	case <-held:
+		return true
+	case <-closed:
+		return false
+	}
+}
+
+func (g *watchGate) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+		resp, err := rt.RoundTrip(req)
+		if err != nil {
+			return resp, err
+		}
+		if w := req.URL.Query().Get("watch"); w == "true" || w == "1" {
+			resp.Body = &gatedBody{ReadCloser: resp.Body, gate: g, closed: make(chan struct{})}
+		}
+		return resp, nil
+	})
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+type gatedBody struct {
+	io.ReadCloser
+	gate      *watchGate
+	closed    chan struct{}
+	closeOnce sync.Once
+}
+
+func (b *gatedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if !b.gate.pass(b.closed) {
+		return 0, io.ErrClosedPipe
+	}
+	return n, err
+}
+
+// Close unblocks a held Read: the watcher closes the body from another
+// goroutine when the cache stops.
+func (b *gatedBody) Close() error {
+	b.closeOnce.Do(func() { close(b.closed) })
+	return b.ReadCloser.Close()
+}

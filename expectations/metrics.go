@@ -1,0 +1,63 @@
+package expectations
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+// The vectors are package-level and registered once: controller-runtime's
+// Registry refuses a second registration of the same name, and several
+// trackers (one per kind) share each vector through the "tracker" label.
+var (
+	pendingGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "racesafe_expectations_pending",
+		Help: "Expectations recorded and not yet satisfied, expired or forgotten.",
+	}, []string{"tracker"})
+
+	staleReadsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "racesafe_expectations_stale_reads_total",
+		Help: "Cached reads found older than this controller's own last write.",
+	}, []string{"tracker"})
+
+	satisfiedTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "racesafe_expectations_satisfied_total",
+		Help: "Expectations satisfied by a cached read.",
+	}, []string{"tracker"})
+
+	expiredTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "racesafe_expectations_expired_total",
+		Help: "Expectations dropped after their TTL without being satisfied.",
+	}, []string{"tracker"})
+
+	catchUpSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "racesafe_expectations_catch_up_seconds",
+		Help: "Time from recording an expectation to the cached read that satisfied it: the informer lag.",
+		// From a healthy sub-millisecond watch to the default TTL of five
+		// minutes, past which an expectation expires instead.
+		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300},
+	}, []string{"tracker"})
+)
+
+func init() {
+	metrics.Registry.MustRegister(pendingGauge, staleReadsTotal, satisfiedTotal, expiredTotal, catchUpSeconds)
+}
+
+// trackerMetrics holds one tracker's series, resolved once at New so the
+// check path does no label lookup (which hashes labels and takes a lock).
+type trackerMetrics struct {
+	pending   prometheus.Gauge
+	stale     prometheus.Counter
+	satisfied prometheus.Counter
+	expired   prometheus.Counter
+	catchUp   prometheus.Observer
+}
+
+func newTrackerMetrics(name string) trackerMetrics {
+	return trackerMetrics{
+		pending:   pendingGauge.WithLabelValues(name),
+		stale:     staleReadsTotal.WithLabelValues(name),
+		satisfied: satisfiedTotal.WithLabelValues(name),
+		expired:   expiredTotal.WithLabelValues(name),
+		catchUp:   catchUpSeconds.WithLabelValues(name),
+	}
+}
