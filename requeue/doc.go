@@ -1,2 +1,64 @@
-// Package requeue is under construction; see the README.
+// Package requeue makes every way out of a reconcile an explicit one: after a
+// delay, after a configured interval, terminal, or back soon because the cache
+// was stale. It exists so that no branch of a controller can end a reconcile
+// with ctrl.Result{}, nil by accident.
+//
+// # The race
+//
+// In the incident (see the racesafe package) a switch on a phase that a stale
+// cache read had just rolled back fell into its default branch:
+//
+//	default:
+//		return ctrl.Result{}, nil
+//
+// An empty result with no error tells controller-runtime that the object is
+// done until the next watch event. The controller's predicates dropped
+// status-only events, so no event ever came: the object kept its finalizer
+// and stayed in Terminating. The hand fix requeued after the configured
+// interval instead:
+//
+//	default:
+//		return ctrl.Result{RequeueAfter: r.ConfigManager.Get().SyncStatusCheckInterval}, nil
+//
+// With this package the same branch reads
+//
+//	default:
+//		return requeue.AfterInterval(r.checkInterval)
+//
+// where r.checkInterval is an [Interval] that reads the configuration on
+// every call, and [Floor] catches the branches nobody thought of.
+//
+// # Guarantees
+//
+//   - Never zero: [After], [AfterInterval], [OnStale] on a stale read,
+//     [Interval.Duration], [Fixed] and [Jitter] produce a positive delay. A zero, negative or
+//     nil interval becomes [DefaultInterval]; a zero or negative stale delay
+//     becomes [DefaultStaleAfter]. A configuration that says 0 cannot turn a
+//     requeue into "never".
+//   - Live: an Interval is a function read at the moment a result is built,
+//     so an interval changed in a hot-reloaded configuration applies to the
+//     next reconcile, without a restart.
+//   - Bounded jitter: [Jitter] spreads requeues over [d, d·(1+maxFactor)) and
+//     never below the interval it jitters; its random source can be injected.
+//   - Quiet on stale reads: [OnStale] turns an expectations.ErrStale into a
+//     short RequeueAfter with a nil error, so the rate limiter does not back
+//     off and the log shows no error for what is an expected, transient state.
+//   - Terminal unwraps: [Terminal] wraps reconcile.TerminalError, so
+//     errors.Is, errors.As and apierrors.IsX still see the cause.
+//   - Floor: [Floor] wraps any reconciler. An empty result with no error for
+//     a request that its Settled function reports unsettled is replaced by a
+//     requeue after the Interval, logged and counted in
+//     racesafe_requeue_floor_total{name,reason} on controller-runtime's
+//     metrics registry. Errors and explicit requeues pass through untouched.
+//
+// # What it does not do
+//
+//   - It never sets the deprecated Result.Requeue field: a requeue through
+//     the rate limiter is for errors, and errors say so by being returned.
+//   - It does not decide what "settled" means. Floor asks the caller; a
+//     Settled function that always answers true makes Floor a no-op.
+//   - It does not retry by itself or block: it only builds results for
+//     controller-runtime's work queue.
+//   - It does not deduplicate or rate-limit requeues; the work queue already
+//     collapses several AddAfter calls for one key.
 package requeue

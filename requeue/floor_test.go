@@ -1,0 +1,125 @@
+package requeue
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+)
+
+// key is a request type other than reconcile.Request: Floor is generic.
+type key string
+
+func TestFloor(t *testing.T) {
+	errInner := errors.New("inner failed")
+	errSettled := errors.New("cache unavailable")
+	prio := 3
+	tests := []struct {
+		name       string
+		inner      reconcile.Result
+		innerErr   error
+		settled    bool
+		reason     string
+		settledErr error
+		nilSettled bool
+		want       reconcile.Result
+		wantErr    error
+		wantReason string // the reason counted, "" for no count
+		wantAsked  bool
+	}{
+		{name: "settled", settled: true, want: reconcile.Result{}, wantAsked: true},
+		{name: "unsettled", reason: "Deleting", want: reconcile.Result{RequeueAfter: 7 * time.Second},
+			wantReason: "Deleting", wantAsked: true},
+		{name: "unsettled without reason", want: reconcile.Result{RequeueAfter: 7 * time.Second},
+			wantReason: ReasonUnspecified, wantAsked: true},
+		{name: "unsettled keeps priority", inner: reconcile.Result{Priority: &prio}, reason: "Failed",
+			want: reconcile.Result{RequeueAfter: 7 * time.Second, Priority: &prio}, wantReason: "Failed", wantAsked: true},
+		{name: "nil settled func", nilSettled: true, want: reconcile.Result{RequeueAfter: 7 * time.Second},
+			wantReason: ReasonNoSettledFunc},
+		{name: "inner error passes", innerErr: errInner, inner: reconcile.Result{}, want: reconcile.Result{}, wantErr: errInner},
+		{name: "explicit requeue passes", inner: reconcile.Result{RequeueAfter: time.Hour},
+			want: reconcile.Result{RequeueAfter: time.Hour}},
+		{name: "settled error", settledErr: errSettled, want: reconcile.Result{}, wantErr: errSettled, wantAsked: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			name := "floor-" + t.Name()
+			asked := false
+			inner := reconcile.TypedFunc[key](func(ctx context.Context, req key) (reconcile.Result, error) {
+				return tt.inner, tt.innerErr
+			})
+			opts := FloorOptions[key]{
+				Name:     name,
+				Interval: Fixed(7 * time.Second),
+				Settled: func(ctx context.Context, req key) (bool, string, error) {
+					asked = true
+					if req != "item" {
+						t.Errorf("Settled got request %q, want %q", req, "item")
+					}
+					return tt.settled, tt.reason, tt.settledErr
+				},
+			}
+			if tt.nilSettled {
+				opts.Settled = nil
+			}
+			res, err := Floor(inner, opts).Reconcile(t.Context(), "item")
+
+			if res.RequeueAfter != tt.want.RequeueAfter || res.Priority != tt.want.Priority || !res.IsZero() != !tt.want.IsZero() {
+				t.Errorf("result = %+v, want %+v", res, tt.want)
+			}
+			if !errors.Is(err, tt.wantErr) || (err == nil) != (tt.wantErr == nil) {
+				t.Errorf("error = %v, want %v", err, tt.wantErr)
+			}
+			if asked != tt.wantAsked {
+				t.Errorf("Settled called = %v, want %v", asked, tt.wantAsked)
+			}
+			for _, reason := range []string{"Deleting", "Failed", "", ReasonUnspecified, ReasonNoSettledFunc} {
+				want := 0.0
+				if reason == tt.wantReason && tt.wantReason != "" {
+					want = 1
+				}
+				if got := counterValue(t, "racesafe_requeue_floor_total", map[string]string{"name": name, "reason": reason}); got != want {
+					t.Errorf("racesafe_requeue_floor_total{name=%q,reason=%q} = %v, want %v", name, reason, got, want)
+				}
+			}
+		})
+	}
+}
+
+func TestFloorReadsIntervalAtCallTime(t *testing.T) {
+	d := time.Second
+	inner := reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) {
+		return reconcile.Result{}, nil
+	})
+	f := Floor(inner, FloorOptions[reconcile.Request]{
+		Name:     "floor-interval",
+		Interval: func() time.Duration { return d },
+		Settled: func(context.Context, reconcile.Request) (bool, string, error) {
+			return false, "Pending", nil
+		},
+	})
+	req := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "default", Name: "item"}}
+	for _, want := range []time.Duration{time.Second, time.Minute} {
+		d = want
+		if res, err := f.Reconcile(t.Context(), req); err != nil || res.RequeueAfter != want {
+			t.Errorf("Reconcile = %+v, %v; want RequeueAfter %v", res, err, want)
+		}
+	}
+	if got := counterValue(t, "racesafe_requeue_floor_total", map[string]string{"name": "floor-interval", "reason": "Pending"}); got != 2 {
+		t.Errorf("floor count = %v, want 2", got)
+	}
+}
+
+func TestFloorNilReconciler(t *testing.T) {
+	_, err := Floor[key](nil, FloorOptions[key]{}).Reconcile(t.Context(), "item")
+	if !errors.Is(err, ErrNilReconciler) {
+		t.Errorf("error = %v, want ErrNilReconciler", err)
+	}
+	var f *FloorReconciler[key]
+	if _, err := f.Reconcile(t.Context(), "item"); !errors.Is(err, ErrNilReconciler) {
+		t.Errorf("nil FloorReconciler: error = %v, want ErrNilReconciler", err)
+	}
+}

@@ -1,0 +1,135 @@
+package requeue
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+func TestIntervalDuration(t *testing.T) {
+	tests := []struct {
+		name string
+		i    Interval
+		want time.Duration
+	}{
+		{"nil", nil, DefaultInterval},
+		{"fixed", Fixed(5 * time.Second), 5 * time.Second},
+		{"fixed zero", Fixed(0), DefaultInterval},
+		{"fixed negative", Fixed(-time.Second), DefaultInterval},
+		{"func zero", func() time.Duration { return 0 }, DefaultInterval},
+		{"func negative", func() time.Duration { return -3 * time.Second }, DefaultInterval},
+		{"func positive", func() time.Duration { return time.Nanosecond }, time.Nanosecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.i.Duration(); got != tt.want {
+				t.Errorf("Duration() = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestFixedNeverReturnsNonPositive(t *testing.T) {
+	// Called directly, not through Duration: a caller that builds its own
+	// Result from i() must not get a zero either.
+	if got := Fixed(0)(); got != DefaultInterval {
+		t.Errorf("Fixed(0)() = %v, want %v", got, DefaultInterval)
+	}
+}
+
+// config stands in for a hot-reloaded configuration such as the incident's
+// r.ConfigManager.Get().SyncStatusCheckInterval.
+type config struct{ syncStatusCheckInterval time.Duration }
+
+func TestIntervalReadAtCallTime(t *testing.T) {
+	cfg := &config{syncStatusCheckInterval: 10 * time.Second}
+	i := Interval(func() time.Duration { return cfg.syncStatusCheckInterval })
+	fixedSource := RandSource(func() float64 { return 0.5 })
+	jittered := Jitter(i, 1, fixedSource)
+
+	check := func(want time.Duration) {
+		t.Helper()
+		if res, err := AfterInterval(i); err != nil || res.RequeueAfter != want {
+			t.Errorf("AfterInterval = %+v, %v; want RequeueAfter %v, nil", res, err, want)
+		}
+		if got, wantJ := jittered(), want+want/2; got != wantJ {
+			t.Errorf("Jitter(i, 1) with source 0.5 = %v, want %v", got, wantJ)
+		}
+	}
+	check(10 * time.Second)
+	cfg.syncStatusCheckInterval = 2 * time.Second
+	check(2 * time.Second)
+	cfg.syncStatusCheckInterval = 0 // a broken reload must not stop requeues
+	check(DefaultInterval)
+}
+
+func TestJitterBounds(t *testing.T) {
+	const (
+		base      = 10 * time.Second
+		maxFactor = 0.5
+		draws     = 10000
+	)
+	src := rand.New(rand.NewPCG(1, 2))
+	i := Jitter(Fixed(base), maxFactor, RandSource(src.Float64))
+	upper := base + time.Duration(maxFactor*float64(base))
+	lo, hi := upper, time.Duration(0)
+	for range draws {
+		d := i()
+		if d < base || d >= upper {
+			t.Fatalf("Jitter drew %v, want in [%v, %v)", d, base, upper)
+		}
+		lo, hi = min(lo, d), max(hi, d)
+	}
+	// With 10000 uniform draws, the extremes come within 1% of the bounds; a
+	// Jitter that adds nothing, or only half of maxFactor, fails here.
+	if lo > base+base/100 || hi < upper-base/100 {
+		t.Errorf("draws span [%v, %v], want close to [%v, %v)", lo, hi, base, upper)
+	}
+}
+
+func TestJitterClampsSourceAndFactor(t *testing.T) {
+	const base = time.Second
+	tests := []struct {
+		name      string
+		source    float64
+		maxFactor float64
+		want      time.Duration
+	}{
+		{"zero draw", 0, 1, base},
+		{"half draw", 0.5, 1, base + base/2},
+		{"draw of 1 stays below the bound", 1, 1, 2*base - 1},
+		{"draw above 1", 5, 1, 2*base - 1},
+		{"negative draw", -1, 1, base},
+		{"NaN draw", math.NaN(), 1, base},
+		{"zero factor", 0.5, 0, base},
+		{"negative factor", 0.5, -2, base},
+		{"NaN factor", 0.5, math.NaN(), base},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			src := RandSource(func() float64 { return tt.source })
+			if got := Jitter(Fixed(base), tt.maxFactor, src)(); got != tt.want {
+				t.Errorf("got %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestJitterCapsOverflow(t *testing.T) {
+	src := RandSource(func() float64 { return 0.9 })
+	huge := Fixed(time.Duration(math.MaxInt64 / 2))
+	if got := Jitter(huge, 10, src)(); got != time.Duration(math.MaxInt64) {
+		t.Errorf("got %v, want the largest Duration", got)
+	}
+}
+
+func TestJitterDefaultSource(t *testing.T) {
+	var noSource RandSource // a nil option keeps the default source
+	i := Jitter(nil, 0.1, noSource, nil)
+	for range 100 {
+		if d := i(); d < DefaultInterval || d >= DefaultInterval+DefaultInterval/10 {
+			t.Fatalf("drew %v, want in [%v, %v)", d, DefaultInterval, DefaultInterval+DefaultInterval/10)
+		}
+	}
+}

@@ -1,0 +1,18 @@
+package requeue
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+// floorTotal counts the empty results Floor replaced by a requeue. A rising
+// count names a code path that ends a reconcile too early; the reason label
+// says which state it was in.
+var floorTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "racesafe_requeue_floor_total",
+	Help: "Empty reconcile results replaced by a requeue because the object was not settled, by Floor name and reason.",
+}, []string{"name", "reason"})
+
+func init() {
+	metrics.Registry.MustRegister(floorTotal)
+}
