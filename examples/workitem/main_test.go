@@ -1,0 +1,53 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/racesafe/racesafe/internal/testenv"
+)
+
+// TestDemo runs the demo end to end, as `make demo` does, on a few items.
+func TestDemo(t *testing.T) {
+	if _, err := testenv.AssetsDir(); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("demo needs a control plane under CI=true: %v", err)
+		}
+		t.Skipf("skipping the demo: %v", err)
+	}
+	// Never reach a real cluster from a test.
+	t.Setenv("KUBECONFIG", "")
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"--items", "12", "--timeout", "4s"}, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("exit code %d, want 0\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
+	}
+	rows := map[string][]string{}
+	for _, line := range strings.Split(stdout.String(), "\n") {
+		if f := strings.Fields(line); len(f) >= 4 {
+			rows[f[0]] = f
+		}
+	}
+	// columns: controller items deleted stuck ...
+	if r := rows["naive"]; r == nil || r[3] == "0" {
+		t.Errorf("naive row %v: want items stuck\n%s", r, stdout.String())
+	}
+	if r := rows["racesafe"]; r == nil || r[2] != "12" || r[3] != "0" {
+		t.Errorf("racesafe row %v: want 12 deleted, 0 stuck\n%s", r, stdout.String())
+	}
+}
+
+func TestDemoRejectsUnknownController(t *testing.T) {
+	t.Setenv("KUBECONFIG", "")
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"--controller", "other"}, &stdout, &stderr); code != 2 {
+		t.Fatalf("exit code %d, want 2", code)
+	}
+	if !strings.Contains(stderr.String(), "--controller must be") {
+		t.Fatalf("stderr %q does not say what --controller takes", stderr.String())
+	}
+}
