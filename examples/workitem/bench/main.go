@@ -55,7 +55,10 @@ func main() {
 	if err != nil {
 		fail(err)
 	}
-	defer func() { _ = cfgEnv.Stop() }()
+	// fail exits without running defers: stop the control plane first, so no
+	// kube-apiserver or etcd outlives the program.
+	stopPlane = func() { _ = cfgEnv.Stop() }
+	defer stopPlane()
 	cfg := cfgEnv.Config
 
 	fmt.Printf("machine: %d cores, %s, GOMAXPROCS %d\n\n", runtime.NumCPU(), runtime.Version(), runtime.GOMAXPROCS(0))
@@ -76,7 +79,7 @@ func main() {
 		fmt.Printf("| %d | %d | %d | %d | %d | %d | %d | %d | %d |\n", rep.Created, rep.Gone, rep.Stuck, rep.FinalizersLeft,
 			rep.Restarts, rep.Injected.Of(racetest.FaultConflict), rep.Injected.Of(racetest.FaultServerError), rep.GoroutinesBefore, rep.GoroutinesAfter)
 		if rep.Stuck > 0 || rep.FinalizersLeft > 0 {
-			os.Exit(1)
+			fail(fmt.Errorf("soak left %d items stuck, %d finalizers", rep.Stuck, rep.FinalizersLeft))
 		}
 		return
 	}
@@ -221,7 +224,10 @@ func splitDurations(s string) []time.Duration {
 	return out
 }
 
+var stopPlane = func() {}
+
 func fail(err error) {
+	stopPlane()
 	fmt.Fprintln(os.Stderr, "error:", err)
 	os.Exit(1)
 }
