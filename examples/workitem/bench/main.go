@@ -102,7 +102,10 @@ func main() {
 					UninstallDuration: *uninstall, Progress: os.Stderr,
 				})
 				if err != nil {
-					fail(err)
+					// A controller that cannot finish a phase of the run is a
+					// finding, not a reason to drop the rest of the matrix.
+					fmt.Fprintf(os.Stderr, "%s: %d items, lag %s: %v\n", k, n, lag, err)
+					rep.Error = err.Error()
 				}
 				reps = append(reps, rep)
 			}
@@ -134,6 +137,10 @@ func writeMarkdown(w io.Writer, reps []scenario.Report) {
 	fmt.Fprintln(w, "| controller | items | lag | stuck | p50 | p99 | max | items/s | get/item | patch/item | update/item | reconciles/item |")
 	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, r := range reps {
+		if r.Error != "" {
+			fmt.Fprintf(w, "| %s | %d | %s | run failed: %s |||||||||\n", r.Controller, r.Items, r.Lag, r.Error)
+			continue
+		}
 		fmt.Fprintf(w, "| %s | %d | %s | %d | %s | %s | %s | %.1f | %.2f | %.2f | %.2f | %.2f |\n",
 			r.Controller, r.Items, r.Lag, r.Stuck, ms(r.P50), ms(r.P99), ms(r.Max), r.Throughput(),
 			r.RequestsPerItem("get"), r.RequestsPerItem("patch"), r.RequestsPerItem("update"),

@@ -97,6 +97,8 @@ type Report struct {
 	// Requests are the controller's API requests during the delete burst, by verb.
 	Requests   map[string]int
 	Reconciles int // reconciles during the delete burst
+	// Error, set by callers that keep going, says why a run did not finish.
+	Error string
 }
 
 // Throughput is items deleted per second of the burst.
@@ -144,6 +146,11 @@ func Run(ctx context.Context, cfg *rest.Config, kind Kind, opts Options) (Report
 	}
 	opts = defaults(opts)
 	rep := Report{Controller: kind, Items: opts.Items, Lag: opts.Lag}
+	// client-go's default client-side limit (controller-runtime: 20 QPS)
+	// would set the pace of every controller alike; lift it so the API
+	// server and the controller's own round trips do.
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = 1000, 2000
 	scheme := Scheme()
 	direct, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
 	if err != nil {
@@ -156,11 +163,6 @@ func Run(ctx context.Context, cfg *rest.Config, kind Kind, opts Options) (Report
 	}
 	defer releaseAll(context.WithoutCancel(ctx), direct, ns)
 
-	// client-go's default client-side limit (controller-runtime: 20 QPS)
-	// would set the pace of every controller alike; lift it so the API
-	// server and the controller's own round trips do.
-	cfg = rest.CopyConfig(cfg)
-	cfg.QPS, cfg.Burst = 1000, 2000
 	counted, counter := racetest.CountRequests(cfg)
 	installer := sim.New(sim.Options{
 		UninstallDuration: opts.UninstallDuration,
