@@ -13,8 +13,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"github.com/racesafe/racesafe/internal/metricstest"
 	"github.com/racesafe/racesafe/phase"
 	"github.com/racesafe/racesafe/statusupdate"
 )
@@ -134,33 +134,10 @@ func mustNew(t *testing.T, opts phase.Options[*corev1.Pod, Phase]) *phase.Machin
 	return m
 }
 
-// counterValue reads a counter from controller-runtime's registry, the one a
-// manager serves on /metrics; a label set never counted reads as zero.
-// (prometheus/testutil would do, but its diff dependency is not in go.mod.)
+// counterValue reads a counter from controller-runtime's registry.
 func counterValue(t *testing.T, name string, labels map[string]string) float64 {
 	t.Helper()
-	families, err := metrics.Registry.Gather()
-	if err != nil {
-		t.Fatalf("gather metrics: %v", err)
-	}
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-	metric:
-		for _, m := range f.GetMetric() {
-			if len(m.GetLabel()) != len(labels) {
-				continue
-			}
-			for _, l := range m.GetLabel() {
-				if v, ok := labels[l.GetName()]; !ok || v != l.GetValue() {
-					continue metric
-				}
-			}
-			return m.GetCounter().GetValue()
-		}
-	}
-	return 0
+	return metricstest.CounterValue(t, name, labels)
 }
 
 // writerFunc is a Writer for tests that need to fail or misbehave.
