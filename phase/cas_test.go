@@ -99,3 +99,28 @@ func checkPhaseMoved(t *testing.T, err error, from, to, live string) {
 		t.Errorf("requeue.OnStale = %+v, %v; want a requeue after 1s and no error", res, err)
 	}
 }
+
+// TestStepPatchIsCompareAndSwap: a handler's status change decided on a
+// stale copy is not written onto an object whose phase moved.
+func TestStepPatchIsCompareAndSwap(t *testing.T) {
+	e := newEnv(t, newPod(Failed))
+	stale := e.live(t)
+	e.setServerPhase(t, Deleted)
+	var patchErr error
+	opts := podOptions(e.writer, handlerMap{
+		Failed: func(ctx context.Context, s *phase.Step[*corev1.Pod, Phase]) (phase.Decision, error) {
+			patchErr = s.Patch(ctx, setDryRun)
+			return phase.Decision{}, patchErr
+		},
+	})
+	opts.Name = "patch-cas"
+	opts.Terminal = []Phase{Deleted}
+	_, err := mustNew(t, opts).Reconcile(t.Context(), stale)
+	checkPhaseMoved(t, patchErr, "Failed", "Failed", "Deleted")
+	if !errors.Is(err, phase.ErrPhaseMoved) {
+		t.Errorf("Reconcile = %v, want the handler's ErrPhaseMoved", err)
+	}
+	if live := e.live(t); hasDryRun(live) {
+		t.Errorf("the condition was written onto the Deleted object")
+	}
+}

@@ -58,6 +58,8 @@ type env struct {
 	writer *statusupdate.Patcher[*corev1.Pod]
 	// statusPatches counts the status patches that reached the server.
 	statusPatches atomic.Int32
+	// objectPatches counts the patches of the object itself.
+	objectPatches atomic.Int32
 
 	mu       sync.Mutex
 	snapshot *corev1.Pod // nil: the cache is in sync
@@ -70,6 +72,10 @@ func newEnv(t *testing.T, pod *corev1.Pod) *env {
 		WithStatusSubresource(&corev1.Pod{}).
 		WithObjects(pod).
 		WithInterceptorFuncs(interceptor.Funcs{
+			Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+				e.objectPatches.Add(1)
+				return c.Patch(ctx, obj, patch, opts...)
+			},
 			SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
 				e.statusPatches.Add(1)
 				return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
