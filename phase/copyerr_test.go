@@ -28,9 +28,11 @@ func TestUncopyableObject(t *testing.T) {
 		return p
 	}
 	m, err := phase.New(phase.Options[*unstructured.Unstructured, string]{
-		Name:   "uncopyable",
-		Get:    get,
-		Set:    func(u *unstructured.Unstructured, p string) { _ = unstructured.SetNestedField(u.Object, p, "status", "phase") },
+		Name: "uncopyable",
+		Get:  get,
+		Set: func(u *unstructured.Unstructured, p string) {
+			_ = unstructured.SetNestedField(u.Object, p, "status", "phase")
+		},
 		Writer: uWriter{},
 		Handlers: map[string]phase.Handler[*unstructured.Unstructured, string]{
 			"Running": func(context.Context, *phase.Step[*unstructured.Unstructured, string]) (phase.Decision, error) {
