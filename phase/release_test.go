@@ -171,3 +171,26 @@ func TestReleaseRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestReleaseRemovalAnswer: the API server answers a write that removed the
+// object with the object it was sent, at the resourceVersion sent; that
+// answer acknowledges the release.
+func TestReleaseRemovalAnswer(t *testing.T) {
+	e := deletingEnv(t, Deleting)
+	var asServer writerFunc = func(_ context.Context, obj *corev1.Pod, mutate func(*corev1.Pod) error) (*corev1.Pod, error) {
+		c := obj.DeepCopy()
+		return c, mutate(c)
+	}
+	opts := releaseOptions(e, "release-answer", handlerMap{
+		Failed:   decide(phase.Transition(Deleting), nil),
+		Deleting: decide(phase.Release(removeFinalizer), nil),
+	})
+	opts.Writer = asServer
+	released := counterDelta(t, "racesafe_phase_releases_total", map[string]string{"machine": opts.Name, "from": "Deleting"})
+	if res, err := mustNew(t, opts).Reconcile(t.Context(), e.live(t)); err != nil || !res.IsZero() {
+		t.Fatalf("Reconcile = %+v, %v; want an empty result", res, err)
+	}
+	if d := released(); d != 1 {
+		t.Errorf("racesafe_phase_releases_total grew by %v, want 1", d)
+	}
+}
