@@ -64,7 +64,9 @@ func Transition[P ~string](to P) Decision {
 // TransitionWith is [Transition] carrying other changes in the same write:
 // mutate runs inside the Writer's Patch, on the copy being written, after the
 // machine checked that copy is still in the pinned phase and set phase to.
-// One request, one resourceVersion. mutate must not change the phase (a
+// One request, one resourceVersion. Through a status Writer such as
+// *statusupdate.Patcher only status changes reach the server. mutate must
+// not change the phase (a
 // [*PhaseChangeError]); T must be the machine's object type, or an interface
 // it implements such as client.Object. A nil mutate is [ErrInvalidDecision].
 func TransitionWith[P ~string, T client.Object](to P, mutate func(T) error) Decision {

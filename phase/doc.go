@@ -83,18 +83,20 @@
 //   - Compare-and-swap: a transition, a [Release] and a [Step.Patch] are
 //     written only if the object being written (the machine's copy on the
 //     first try, the live object the Writer re-read after a conflict) is
-//     still in the pinned phase. Otherwise nothing is written and the
-//     reconcile ends with a [*PhaseMovedError] naming From, To and Live
-//     (errors.Is ErrPhaseMoved and expectations.ErrStale, so
-//     requeue.OnStale turns it into a short requeue); the next reconcile
-//     dispatches on the live phase.
+//     still in the pinned phase. Otherwise nothing is written and the write
+//     fails with a [*PhaseMovedError] naming From, To and Live (errors.Is
+//     ErrPhaseMoved and expectations.ErrStale, so requeue.OnStale turns it
+//     into a short requeue): Reconcile returns it for a transition or a
+//     Release and runs no other handler, Step.Patch returns it to its
+//     handler. The next reconcile dispatches on the live phase.
 //   - Advanced only by an acknowledged write: a transition is acknowledged
 //     only if the [Writer] returned without error an object that carries the
 //     new phase at another resourceVersion than the one sent. Only then does
 //     the pin move, and the next handler receives a copy of the object the
-//     server returned. Otherwise the error is a [*WriteError] with from and
-//     to, unwrapping to the cause (so apierrors.IsConflict still works) or
-//     to [ErrPhaseNotWritten], and nothing moves.
+//     server returned. A Writer error, or an answer that does not
+//     acknowledge the transition, is a [*WriteError] with from and to,
+//     unwrapping to the cause (so apierrors.IsConflict still works) or to
+//     [ErrPhaseNotWritten], and nothing moves.
 //   - One write with: [TransitionWith] carries other changes, such as a
 //     condition, in the transition's write. Its function runs inside the
 //     same Writer.Patch call, after the compare-and-swap check and Set, on
@@ -127,8 +129,8 @@
 //     requeue after [Options].Interval, logged and counted; so does a phase
 //     with no handler (unless [Options].Unknown handles it). The interval is
 //     never zero.
-//   - Observable: transitions and releases are logged through
-//     log.FromContext(ctx), and counted on controller-runtime's metrics
+//   - Observable: transitions are logged with from and to, releases with
+//     their phase, through log.FromContext(ctx), and counted on controller-runtime's metrics
 //     registry: racesafe_phase_transitions_total{machine,from,to} (only
 //     acknowledged transitions), racesafe_phase_releases_total{machine,from}
 //     (only acknowledged releases), racesafe_phase_unknown_total{machine,phase}

@@ -3,11 +3,16 @@ package phase_test
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 
+	"github.com/go-logr/logr/funcr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/racesafe/racesafe/phase"
 )
@@ -51,7 +56,16 @@ func TestReleaseEndsTheFlow(t *testing.T) {
 		Deleting: decide(phase.Release(removeFinalizer), nil),
 	})
 	released := counterDelta(t, "racesafe_phase_releases_total", map[string]string{"machine": "release", "from": "Deleting"})
-	res, err := mustNew(t, opts).Reconcile(t.Context(), e.live(t))
+	var (
+		mu    sync.Mutex
+		lines []string
+	)
+	ctx := log.IntoContext(t.Context(), funcr.New(func(_, args string) {
+		mu.Lock()
+		defer mu.Unlock()
+		lines = append(lines, args)
+	}, funcr.Options{}))
+	res, err := mustNew(t, opts).Reconcile(ctx, e.live(t))
 	if err != nil || !res.IsZero() {
 		t.Fatalf("Reconcile = %+v, %v; want an empty result after the release", res, err)
 	}
@@ -63,6 +77,14 @@ func TestReleaseEndsTheFlow(t *testing.T) {
 	}
 	if d := released(); d != 1 {
 		t.Errorf("racesafe_phase_releases_total grew by %v, want 1", d)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.ContainsFunc(lines, func(l string) bool {
+		return strings.Contains(l, `"msg"="released"`) && strings.Contains(l, `"machine"="release"`) &&
+			strings.Contains(l, `"phase"="Deleting"`)
+	}) {
+		t.Errorf("no release log line with machine and phase in %q", lines)
 	}
 }
 
