@@ -105,9 +105,9 @@ type Options[T client.Object, P ~string] struct {
 }
 
 // Machine dispatches a reconcile to the handler of the object's phase. It
-// reads the phase once, pins it, and advances the pin only when the write of
-// a transition succeeded. It holds no per-reconcile state, so one Machine
-// serves all workers of a controller concurrently.
+// reads the phase once, pins it, and advances the pin only when the server
+// acknowledged the write of a transition. It holds no per-reconcile state, so
+// one Machine serves all workers of a controller concurrently.
 //
 // Machine implements reconcile.ObjectReconciler[T]: reconcile.AsReconciler
 // can fetch the object and hand it over.
