@@ -58,6 +58,8 @@ type env struct {
 	writer *statusupdate.Patcher[*corev1.Pod]
 	// statusPatches counts the status patches that reached the server.
 	statusPatches atomic.Int32
+	// objectPatches counts the patches of the object itself.
+	objectPatches atomic.Int32
 
 	mu       sync.Mutex
 	snapshot *corev1.Pod // nil: the cache is in sync
@@ -70,6 +72,10 @@ func newEnv(t *testing.T, pod *corev1.Pod) *env {
 		WithStatusSubresource(&corev1.Pod{}).
 		WithObjects(pod).
 		WithInterceptorFuncs(interceptor.Funcs{
+			Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+				e.objectPatches.Add(1)
+				return c.Patch(ctx, obj, patch, opts...)
+			},
 			SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
 				e.statusPatches.Add(1)
 				return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
@@ -134,15 +140,26 @@ func mustNew(t *testing.T, opts phase.Options[*corev1.Pod, Phase]) *phase.Machin
 	return m
 }
 
-// counterValue reads a counter from controller-runtime's registry.
-func counterValue(t *testing.T, name string, labels map[string]string) float64 {
-	t.Helper()
-	return metricstest.CounterValue(t, name, labels)
-}
-
 // writerFunc is a Writer for tests that need to fail or misbehave.
 type writerFunc func(ctx context.Context, obj *corev1.Pod, mutate func(*corev1.Pod) error) (*corev1.Pod, error)
 
 func (f writerFunc) Patch(ctx context.Context, obj *corev1.Pod, mutate func(*corev1.Pod) error) (*corev1.Pod, error) {
 	return f(ctx, obj, mutate)
+}
+
+// PatchObject is the same function: the tests using writerFunc do not tell
+// status from the object.
+func (f writerFunc) PatchObject(ctx context.Context, obj *corev1.Pod, mutate func(*corev1.Pod) error) (*corev1.Pod, error) {
+	return f(ctx, obj, mutate)
+}
+
+// counterDelta reads a counter now and returns a function that reports how
+// much it has grown since: tests assert deltas, so they pass with -count=2.
+func counterDelta(t *testing.T, name string, labels map[string]string) func() float64 {
+	t.Helper()
+	before := metricstest.CounterValue(t, name, labels)
+	return func() float64 {
+		t.Helper()
+		return metricstest.CounterValue(t, name, labels) - before
+	}
 }

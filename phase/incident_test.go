@@ -150,6 +150,11 @@ func TestIncidentReplayed(t *testing.T) {
 			opts.Transitions = map[Phase][]Phase{Failed: {Deleting}, Deleting: {Deleted}}
 			opts.Terminal = []Phase{Deleted}
 			m := mustNew(t, opts)
+			var counted []func() float64
+			for _, tr := range [][2]Phase{{Failed, Deleting}, {Deleting, Deleted}} {
+				labels := map[string]string{"machine": opts.Name, "from": string(tr[0]), "to": string(tr[1])}
+				counted = append(counted, counterDelta(t, "racesafe_phase_transitions_total", labels))
+			}
 
 			e.freezeCache(t)
 			var item corev1.Pod
@@ -202,10 +207,9 @@ func TestIncidentReplayed(t *testing.T) {
 			if got := getPhase(e.live(t)); got != Deleted {
 				t.Errorf("server phase = %q, want Deleted", got)
 			}
-			for _, tr := range [][2]Phase{{Failed, Deleting}, {Deleting, Deleted}} {
-				labels := map[string]string{"machine": opts.Name, "from": string(tr[0]), "to": string(tr[1])}
-				if got := counterValue(t, "racesafe_phase_transitions_total", labels); got != 1 {
-					t.Errorf("racesafe_phase_transitions_total%v = %v, want 1", labels, got)
+			for i, tr := range [][2]Phase{{Failed, Deleting}, {Deleting, Deleted}} {
+				if got := counted[i](); got != 1 {
+					t.Errorf("racesafe_phase_transitions_total %s -> %s grew by %v, want 1", tr[0], tr[1], got)
 				}
 			}
 		})

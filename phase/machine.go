@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/racesafe/racesafe/internal/objcopy"
 	"github.com/racesafe/racesafe/requeue"
 )
 
@@ -24,13 +25,21 @@ const DefaultMaxSteps = 8
 // Writer writes an object through the API server. *statusupdate.Patcher[T]
 // satisfies it.
 //
-// Patch must run mutate on a copy of obj (possibly more than once, after a
-// conflict), send the difference, and return the object the server wrote.
-// It must not write into obj: the machine relies on obj staying what the
-// last write returned. An error means the phase the machine asked for is not
-// known to be written; the machine then leaves its pinned phase as it was.
+// Patch (status) and PatchObject (the object itself: finalizers, metadata)
+// must run mutate on a copy of obj, send the difference with obj's
+// resourceVersion as a precondition, and return the object the server
+// wrote. On a conflict they may re-read the live object from the API server
+// and run mutate again on a copy of it. An error from mutate must end the
+// call with nothing more sent, returned wrapped. They must not write into
+// obj. An error means the write the machine asked for is not known to be
+// written; the machine then leaves its pinned phase as it was.
+//
+// The machine's compare-and-swap on the phase relies on the precondition: a
+// Writer that sends no resourceVersion (statusupdate's
+// DisableOptimisticLock) cannot detect that the server's phase moved.
 type Writer[T client.Object] interface {
 	Patch(ctx context.Context, obj T, mutate func(T) error) (T, error)
+	PatchObject(ctx context.Context, obj T, mutate func(T) error) (T, error)
 }
 
 // Handler runs the work of one phase. It reads the pinned phase from
@@ -96,9 +105,9 @@ type Options[T client.Object, P ~string] struct {
 }
 
 // Machine dispatches a reconcile to the handler of the object's phase. It
-// reads the phase once, pins it, and advances the pin only when the write of
-// a transition succeeded. It holds no per-reconcile state, so one Machine
-// serves all workers of a controller concurrently.
+// reads the phase once, pins it, and advances the pin only when the server
+// acknowledged the write of a transition. It holds no per-reconcile state, so
+// one Machine serves all workers of a controller concurrently.
 //
 // Machine implements reconcile.ObjectReconciler[T]: reconcile.AsReconciler
 // can fetch the object and hand it over.
@@ -118,7 +127,8 @@ type Machine[T client.Object, P ~string] struct {
 // New validates opts and returns a Machine. The error joins one
 // *OptionsError per problem found: a missing function, a nil handler, a
 // transition from a phase without a handler, a transition to a phase that
-// has neither a handler nor is terminal, a negative MaxSteps. New copies the
+// has neither a handler nor is terminal, a transition from a phase to
+// itself, a negative MaxSteps. New copies the
 // maps and slices in opts; changing them afterwards has no effect.
 func New[T client.Object, P ~string](opts Options[T, P]) (*Machine[T, P], error) {
 	var errs []error
@@ -174,6 +184,9 @@ func New[T client.Object, P ~string](opts Options[T, P]) (*Machine[T, P], error)
 		}
 		tos := make(map[P]struct{}, len(opts.Transitions[from]))
 		for _, to := range opts.Transitions[from] {
+			if to == from {
+				bad(field, fmt.Sprintf("lists %q itself: a transition must change the phase", to))
+			}
 			if !m.known(to) {
 				bad(field, fmt.Sprintf("target %q has no handler and is not terminal", to))
 			}
@@ -194,15 +207,17 @@ var errNotBuilt = errors.New("phase: Machine not built by New")
 // transitions to, until a handler decides to requeue or wait, or a terminal
 // phase is done.
 //
-// The phase is read from obj once, here, and pinned. Handlers and the
-// helpers they call may do anything to obj or to s.Object(), including
-// reading a stale cache snapshot into it: the machine dispatches on the pin,
-// checks transitions against the pin, and moves the pin only to the phase a
-// successful write returned.
+// The phase is read once, here, from the machine's private copy of obj, and
+// pinned. Handlers and the helpers they call may do anything to obj or to
+// s.Object(), including reading a stale cache snapshot into it: the machine
+// dispatches on the pin, checks transitions against the pin, computes every
+// write against its private copy, and moves the pin only to the phase a
+// write the server acknowledged returned.
 //
 // Reconcile never returns an empty result with a nil error in a non-terminal
-// phase unless a handler decided [WaitForEvent] with a reason. A nil obj is
-// [ErrNilObject].
+// phase unless a handler decided [WaitForEvent] with a reason or a [Release]
+// was written. A nil obj is [ErrNilObject]; a write refused because the
+// server's phase moved is a [*PhaseMovedError].
 func (m *Machine[T, P]) Reconcile(ctx context.Context, obj T) (reconcile.Result, error) {
 	if m == nil || m.get == nil {
 		return reconcile.Result{}, errNotBuilt
@@ -211,7 +226,10 @@ func (m *Machine[T, P]) Reconcile(ctx context.Context, obj T) (reconcile.Result,
 		return reconcile.Result{}, fmt.Errorf("phase machine %q: %w", m.name, ErrNilObject)
 	}
 	logger := log.FromContext(ctx).WithValues("machine", m.name)
-	s := &Step[T, P]{m: m, phase: m.get(obj), obj: obj}
+	s, err := m.newStep(obj)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
 	for steps := 0; ; steps++ {
 		handler, ok := m.handlers[s.phase]
 		_, terminal := m.terminal[s.phase]
@@ -239,12 +257,14 @@ func (m *Machine[T, P]) Reconcile(ctx context.Context, obj T) (reconcile.Result,
 		}
 		switch d.kind {
 		case kindTransition:
-			next, err := m.transition(ctx, logger, s, P(d.to))
+			next, err := m.transition(ctx, logger, s, d)
 			if err != nil {
 				return reconcile.Result{}, err
 			}
 			s = next
 			continue
+		case kindRelease:
+			return reconcile.Result{}, m.release(ctx, logger, s, d)
 		case kindRequeueAfter:
 			if d.after > 0 {
 				return reconcile.Result{RequeueAfter: d.after}, nil
@@ -275,35 +295,168 @@ func (m *Machine[T, P]) Reconcile(ctx context.Context, obj T) (reconcile.Result,
 	}
 }
 
-// transition writes to through the Writer and returns the step of the new
-// phase on the object the server returned. s is not changed, so on an error
-// the pin stays where it was.
-func (m *Machine[T, P]) transition(ctx context.Context, logger logr.Logger, s *Step[T, P], to P) (*Step[T, P], error) {
-	from := s.phase
-	if _, ok := m.transitions[from][to]; !ok {
+// newStep pins the phase of a private copy of obj, the object the server
+// last returned, and hands handlers another copy.
+func (m *Machine[T, P]) newStep(obj T) (*Step[T, P], error) {
+	pin, err := objcopy.DeepCopy(obj)
+	if err == nil {
+		var view T
+		if view, err = objcopy.DeepCopy(pin); err == nil {
+			return &Step[T, P]{m: m, phase: m.get(pin), pin: pin, view: view}, nil
+		}
+	}
+	return nil, fmt.Errorf("phase machine %q: %s: %w: %w", m.name, klog.KObj(obj), ErrObjectCopy, err)
+}
+
+// checkMutate refuses a decision's mutate the machine cannot run on s's
+// objects.
+func (m *Machine[T, P]) checkMutate(s *Step[T, P], d Decision) error {
+	switch {
+	case d.mutate == nil && d.kind == kindRelease, d.mutate != nil && d.mutate.isNil:
+		return fmt.Errorf("phase machine %q: %s in phase %q: %w: %w", m.name, d, s.phase, ErrInvalidDecision, ErrNilMutate)
+	case d.mutate != nil && !d.mutate.fits(s.pin):
+		return fmt.Errorf("phase machine %q: %s in phase %q: %w: its function takes %s, the machine writes %T",
+			m.name, d, s.phase, ErrInvalidDecision, d.mutate.typ, s.pin)
+	}
+	return nil
+}
+
+// sent records what the Writer's last call of a mutate was given: the object
+// the request was computed against.
+type sent struct {
+	called     bool
+	rv         string
+	finalizers int
+}
+
+func (x *sent) record(obj client.Object) {
+	x.called, x.rv, x.finalizers = true, obj.GetResourceVersion(), len(obj.GetFinalizers())
+}
+
+// moved returns the *PhaseMovedError of a write computed against obj, whose
+// phase is no longer s's pin, or nil.
+func (m *Machine[T, P]) moved(s *Step[T, P], obj T, to P, release bool) error {
+	live := m.get(obj)
+	if live == s.phase {
+		return nil
+	}
+	return &PhaseMovedError{
+		Machine: m.name, Object: klog.KObj(s.pin).String(),
+		From: string(s.phase), To: string(to), Release: release, Live: string(live),
+	}
+}
+
+// transition writes d's phase through the Writer, compare-and-swap on the
+// pinned phase, and returns the step of the new phase on a copy of the
+// object the server returned. s is not changed, so on an error the pin stays
+// where it was.
+func (m *Machine[T, P]) transition(ctx context.Context, logger logr.Logger, s *Step[T, P], d Decision) (*Step[T, P], error) {
+	from, to := s.phase, P(d.to)
+	if _, ok := m.transitions[from][to]; !ok || from == to {
 		return nil, &TransitionError{Machine: m.name, From: string(from), To: string(to)}
 	}
-	written, err := m.writer.Patch(ctx, s.obj, func(obj T) error {
+	if err := m.checkMutate(s, d); err != nil {
+		return nil, err
+	}
+	var last sent
+	written, err := m.writer.Patch(ctx, s.pin, func(obj T) error {
+		last.record(obj)
+		if err := m.moved(s, obj, to, false); err != nil {
+			return err
+		}
 		m.set(obj, to)
+		if d.mutate == nil {
+			return nil
+		}
+		if err := d.mutate.run(obj); err != nil {
+			return err
+		}
+		if got := m.get(obj); got != to {
+			return &PhaseChangeError{Machine: m.name, From: string(to), To: string(got)}
+		}
 		return nil
 	})
+	if moved := (*PhaseMovedError)(nil); errors.As(err, &moved) {
+		logger.Info("phase moved on the server; transition not written",
+			"from", from, "to", to, "live", moved.Live, "resourceVersion", last.rv)
+		return nil, moved
+	}
 	if err == nil {
 		switch {
+		case !last.called:
+			err = fmt.Errorf("%w: the Writer did not run the change", ErrPhaseNotWritten)
 		case isNil(written):
 			err = fmt.Errorf("%w: the Writer returned no object", ErrPhaseNotWritten)
 		case m.get(written) != to:
 			err = fmt.Errorf("%w: it reads %q", ErrPhaseNotWritten, m.get(written))
+		case written.GetResourceVersion() == last.rv:
+			err = fmt.Errorf("%w: it carries resourceVersion %q, the one sent", ErrPhaseNotWritten, last.rv)
 		}
 	}
 	if err != nil {
 		return nil, &WriteError{
 			Machine: m.name, From: string(from), To: string(to),
-			Object: klog.KObj(s.obj).String(), Err: err,
+			Object: klog.KObj(s.pin).String(), Err: err,
 		}
 	}
 	transitionsTotal.WithLabelValues(m.name, string(from), string(to)).Inc()
 	logger.Info("phase transition", "from", from, "to", to, "resourceVersion", written.GetResourceVersion())
-	return &Step[T, P]{m: m, phase: to, obj: written}, nil
+	return m.newStep(written)
+}
+
+// release writes d's change through the Writer's PatchObject,
+// compare-and-swap on the pinned phase. The reconcile ends after it.
+func (m *Machine[T, P]) release(ctx context.Context, logger logr.Logger, s *Step[T, P], d Decision) error {
+	if err := m.checkMutate(s, d); err != nil {
+		return err
+	}
+	from := s.phase
+	var last sent
+	written, err := m.writer.PatchObject(ctx, s.pin, func(obj T) error {
+		last.record(obj)
+		if err := m.moved(s, obj, "", true); err != nil {
+			return err
+		}
+		if err := d.mutate.run(obj); err != nil {
+			return err
+		}
+		if got := m.get(obj); got != from {
+			return &PhaseChangeError{Machine: m.name, From: string(from), To: string(got)}
+		}
+		return nil
+	})
+	if moved := (*PhaseMovedError)(nil); errors.As(err, &moved) {
+		logger.Info("phase moved on the server; release not written",
+			"from", from, "live", moved.Live, "resourceVersion", last.rv)
+		return moved
+	}
+	if err == nil {
+		switch {
+		case !last.called:
+			err = fmt.Errorf("%w: the Writer did not run the change", ErrReleaseNotWritten)
+		case isNil(written):
+			err = fmt.Errorf("%w: the Writer returned no object", ErrReleaseNotWritten)
+		case written.GetResourceVersion() == last.rv && !removed(written, last):
+			err = fmt.Errorf("%w: it carries resourceVersion %q, the one sent", ErrReleaseNotWritten, last.rv)
+		}
+	}
+	if err != nil {
+		return &WriteError{
+			Machine: m.name, From: string(from), Release: true,
+			Object: klog.KObj(s.pin).String(), Err: err,
+		}
+	}
+	releasesTotal.WithLabelValues(m.name, string(from)).Inc()
+	logger.Info("released", "phase", from, "resourceVersion", written.GetResourceVersion(),
+		"removed", removed(written, last))
+	return nil
+}
+
+// removed reports whether written shows the server removed the object: its
+// deletion was requested and the write took its last finalizer. The answer
+// then may carry the resourceVersion that was sent.
+func removed(written client.Object, last sent) bool {
+	return written.GetDeletionTimestamp() != nil && len(written.GetFinalizers()) == 0 && last.finalizers > 0
 }
 
 // floor is the requeue no handler asked for: logged, counted, never zero.

@@ -76,6 +76,11 @@ func TestDecisions(t *testing.T) {
 			opts := podOptions(e.writer, handlerMap{tt.phase: decide(tt.decision, tt.err)})
 			opts.Name = "decisions-" + tt.name
 			opts.Terminal = []Phase{Deleted}
+			floors := map[string]func() float64{}
+			for _, reason := range []string{"done", "unnamed wait", "max steps"} {
+				labels := map[string]string{"machine": opts.Name, "phase": string(tt.phase), "reason": reason}
+				floors[reason] = counterDelta(t, "racesafe_phase_floor_total", labels)
+			}
 			res, err := mustNew(t, opts).Reconcile(t.Context(), e.live(t))
 
 			if res != tt.want {
@@ -92,9 +97,8 @@ func TestDecisions(t *testing.T) {
 				if reason == tt.wantFloor {
 					want = 1
 				}
-				labels := map[string]string{"machine": opts.Name, "phase": string(tt.phase), "reason": reason}
-				if got := counterValue(t, "racesafe_phase_floor_total", labels); got != want {
-					t.Errorf("racesafe_phase_floor_total%v = %v, want %v", labels, got, want)
+				if got := floors[reason](); got != want {
+					t.Errorf("racesafe_phase_floor_total{reason=%q} grew by %v, want %v", reason, got, want)
 				}
 			}
 			if n := e.statusPatches.Load(); n != 0 {
@@ -157,6 +161,8 @@ func TestChainBound(t *testing.T) {
 	opts.Name = "cycle"
 	opts.Transitions = map[Phase][]Phase{Pending: {Running}, Running: {Pending}}
 	opts.MaxSteps = 3
+	labels := map[string]string{"machine": "cycle", "phase": "Running", "reason": "max steps"}
+	floored := counterDelta(t, "racesafe_phase_floor_total", labels)
 	res, err := mustNew(t, opts).Reconcile(t.Context(), e.live(t))
 	if err != nil || res.RequeueAfter != 7*time.Second {
 		t.Fatalf("Reconcile = %+v, %v; want RequeueAfter 7s at the bound", res, err)
@@ -167,9 +173,8 @@ func TestChainBound(t *testing.T) {
 	if got := getPhase(e.live(t)); got != Running {
 		t.Errorf("server phase = %q, want Running after three flips from Pending", got)
 	}
-	labels := map[string]string{"machine": "cycle", "phase": "Running", "reason": "max steps"}
-	if got := counterValue(t, "racesafe_phase_floor_total", labels); got != 1 {
-		t.Errorf("racesafe_phase_floor_total%v = %v, want 1", labels, got)
+	if got := floored(); got != 1 {
+		t.Errorf("racesafe_phase_floor_total%v grew by %v, want 1", labels, got)
 	}
 }
 
@@ -194,13 +199,13 @@ func TestUnknownPhase(t *testing.T) {
 		e := newEnv(t, newPod("Mystery"))
 		opts := podOptions(e.writer, handlerMap{Running: decide(phase.Done(), nil)})
 		opts.Name = "unknown-default"
+		unknown := counterDelta(t, "racesafe_phase_unknown_total", map[string]string{"machine": opts.Name, "phase": "Mystery"})
 		res, err := mustNew(t, opts).Reconcile(t.Context(), e.live(t))
 		if err != nil || res != (reconcile.Result{RequeueAfter: 7 * time.Second}) {
 			t.Errorf("Reconcile = %+v, %v; want RequeueAfter 7s", res, err)
 		}
-		labels := map[string]string{"machine": "unknown-default", "phase": "Mystery"}
-		if got := counterValue(t, "racesafe_phase_unknown_total", labels); got != 1 {
-			t.Errorf("racesafe_phase_unknown_total%v = %v, want 1", labels, got)
+		if got := unknown(); got != 1 {
+			t.Errorf("racesafe_phase_unknown_total{machine=%q} grew by %v, want 1", opts.Name, got)
 		}
 	})
 	t.Run("empty phase without handler is unknown too", func(t *testing.T) {
@@ -217,6 +222,7 @@ func TestUnknownPhase(t *testing.T) {
 		var saw Phase
 		opts := podOptions(e.writer, handlerMap{Running: decide(phase.Done(), nil)})
 		opts.Name = "unknown-custom"
+		unknown := counterDelta(t, "racesafe_phase_unknown_total", map[string]string{"machine": opts.Name, "phase": "Mystery"})
 		opts.Unknown = func(_ context.Context, s *phase.Step[*corev1.Pod, Phase]) (phase.Decision, error) {
 			saw = s.Phase()
 			return phase.RequeueAfter(time.Minute), nil
@@ -225,9 +231,8 @@ func TestUnknownPhase(t *testing.T) {
 		if err != nil || res.RequeueAfter != time.Minute || saw != "Mystery" {
 			t.Errorf("Reconcile = %+v, %v, handler saw %q; want RequeueAfter 1m from the Unknown handler in Mystery", res, err, saw)
 		}
-		labels := map[string]string{"machine": "unknown-custom", "phase": "Mystery"}
-		if got := counterValue(t, "racesafe_phase_unknown_total", labels); got != 1 {
-			t.Errorf("racesafe_phase_unknown_total%v = %v, want 1", labels, got)
+		if got := unknown(); got != 1 {
+			t.Errorf("racesafe_phase_unknown_total{machine=%q} grew by %v, want 1", opts.Name, got)
 		}
 	})
 	t.Run("custom handler that is done is floored", func(t *testing.T) {
@@ -244,14 +249,14 @@ func TestUnknownPhase(t *testing.T) {
 		e := newEnv(t, newPod(Deleted))
 		opts := podOptions(e.writer, handlerMap{Running: decide(phase.Done(), nil)})
 		opts.Name = "unknown-terminal"
+		unknown := counterDelta(t, "racesafe_phase_unknown_total", map[string]string{"machine": opts.Name, "phase": "Deleted"})
 		opts.Terminal = []Phase{Deleted}
 		res, err := mustNew(t, opts).Reconcile(t.Context(), e.live(t))
 		if err != nil || !res.IsZero() {
 			t.Errorf("Reconcile = %+v, %v; want an empty result", res, err)
 		}
-		labels := map[string]string{"machine": "unknown-terminal", "phase": "Deleted"}
-		if got := counterValue(t, "racesafe_phase_unknown_total", labels); got != 0 {
-			t.Errorf("racesafe_phase_unknown_total%v = %v, want 0", labels, got)
+		if got := unknown(); got != 0 {
+			t.Errorf("racesafe_phase_unknown_total{machine=%q} grew by %v, want 0", opts.Name, got)
 		}
 	})
 }
@@ -277,8 +282,9 @@ func TestStepPatch(t *testing.T) {
 		if _, err := mustNew(t, opts).Reconcile(t.Context(), in); err != nil {
 			t.Fatal(err)
 		}
-		if before != in {
-			t.Errorf("the first handler did not get the object passed to Reconcile")
+		if before == in || before.ResourceVersion != in.ResourceVersion {
+			t.Errorf("the first handler got %p at %s, want a copy of the object passed to Reconcile (%p at %s)",
+				before, before.ResourceVersion, in, in.ResourceVersion)
 		}
 		if after.Status.Message != "dry run passed" || after.ResourceVersion == in.ResourceVersion {
 			t.Errorf("Object() after Patch = message %q at %s; want the written object, newer than %s",

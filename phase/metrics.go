@@ -15,8 +15,13 @@ const (
 var (
 	transitionsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "racesafe_phase_transitions_total",
-		Help: "Phase transitions written, by machine, from and to phase.",
+		Help: "Phase transitions the API server acknowledged, by machine, from and to phase.",
 	}, []string{"machine", "from", "to"})
+
+	releasesTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "racesafe_phase_releases_total",
+		Help: "Releases the API server acknowledged, by machine and the phase released from.",
+	}, []string{"machine", "from"})
 
 	unknownTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "racesafe_phase_unknown_total",
@@ -33,5 +38,5 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(transitionsTotal, unknownTotal, floorTotal)
+	metrics.Registry.MustRegister(transitionsTotal, releasesTotal, unknownTotal, floorTotal)
 }

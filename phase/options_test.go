@@ -50,6 +50,9 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		{"transition to a phase without handler", func(o *phase.Options[*corev1.Pod, Phase]) {
 			o.Transitions[Failed] = []Phase{Deleting, Pending}
 		}, []string{`Transitions["Failed"]`}},
+		{"transition to itself", func(o *phase.Options[*corev1.Pod, Phase]) {
+			o.Transitions[Failed] = []Phase{Deleting, Failed}
+		}, []string{`Transitions["Failed"]`}},
 		{"negative MaxSteps", func(o *phase.Options[*corev1.Pod, Phase]) { o.MaxSteps = -1 }, []string{"MaxSteps"}},
 		{"several at once", func(o *phase.Options[*corev1.Pod, Phase]) {
 			o.Get, o.Set = nil, nil
