@@ -12,13 +12,14 @@ all: test
 envtest:
 	@hack/envtest.sh
 
-## test: everything CI runs: generated files, vet, gofmt, the consumer check, go test -race.
+## test: everything CI runs: generated files, vet, gofmt, the consumer check, go test -race,
+## each test twice in shuffled order, so no test depends on process-wide totals or order.
 test: envtest verify-generated vet fmt-check consumer-check
-	KUBEBUILDER_ASSETS="$(ASSETS)" $(GO) test -race -count=1 ./...
+	KUBEBUILDER_ASSETS="$(ASSETS)" $(GO) test -race -count=2 -shuffle=on ./...
 
 ## unit: go test without a control plane (integration tests skip).
 unit:
-	$(GO) test -race -count=1 ./...
+	$(GO) test -race -count=2 -shuffle=on ./...
 
 ## demo: the incident, naive controller then racesafe, on an embedded control plane.
 demo: envtest
