@@ -39,7 +39,10 @@
 //     so an interval changed in a hot-reloaded configuration applies to the
 //     next reconcile, without a restart.
 //   - Bounded jitter: [Jitter] spreads requeues over [d, d·(1+maxFactor)) and
-//     never below the interval it jitters; its random source can be injected.
+//     never below the interval it jitters, for any maxFactor (+Inf, NaN and
+//     negative included) and any draw; a zero, negative or NaN maxFactor or
+//     draw adds nothing, and a delay beyond the largest time.Duration is
+//     capped there. Its random source can be injected.
 //   - Quiet on stale reads: [OnStale] turns an expectations.ErrStale into a
 //     short RequeueAfter with a nil error, so the rate limiter does not back
 //     off and the log shows no error for what is an expected, transient state.

@@ -65,6 +65,11 @@ func TestFloor(t *testing.T) {
 			if tt.nilSettled {
 				opts.Settled = nil
 			}
+			reasons := []string{"Deleting", "Failed", "", ReasonUnspecified, ReasonNoSettledFunc}
+			before := make(map[string]float64, len(reasons))
+			for _, reason := range reasons {
+				before[reason] = counterValue(t, "racesafe_requeue_floor_total", map[string]string{"name": name, "reason": reason})
+			}
 			res, err := Floor(inner, opts).Reconcile(t.Context(), "item")
 
 			if res.RequeueAfter != tt.want.RequeueAfter || res.Priority != tt.want.Priority || !res.IsZero() != !tt.want.IsZero() {
@@ -76,13 +81,14 @@ func TestFloor(t *testing.T) {
 			if asked != tt.wantAsked {
 				t.Errorf("Settled called = %v, want %v", asked, tt.wantAsked)
 			}
-			for _, reason := range []string{"Deleting", "Failed", "", ReasonUnspecified, ReasonNoSettledFunc} {
+			for _, reason := range reasons {
 				want := 0.0
 				if reason == tt.wantReason && tt.wantReason != "" {
 					want = 1
 				}
-				if got := counterValue(t, "racesafe_requeue_floor_total", map[string]string{"name": name, "reason": reason}); got != want {
-					t.Errorf("racesafe_requeue_floor_total{name=%q,reason=%q} = %v, want %v", name, reason, got, want)
+				got := counterValue(t, "racesafe_requeue_floor_total", map[string]string{"name": name, "reason": reason}) - before[reason]
+				if got != want {
+					t.Errorf("racesafe_requeue_floor_total{name=%q,reason=%q} rose by %v, want %v", name, reason, got, want)
 				}
 			}
 		})
@@ -102,14 +108,16 @@ func TestFloorReadsIntervalAtCallTime(t *testing.T) {
 		},
 	})
 	req := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "default", Name: "item"}}
+	labels := map[string]string{"name": "floor-interval", "reason": "Pending"}
+	before := counterValue(t, "racesafe_requeue_floor_total", labels)
 	for _, want := range []time.Duration{time.Second, time.Minute} {
 		d = want
 		if res, err := f.Reconcile(t.Context(), req); err != nil || res.RequeueAfter != want {
 			t.Errorf("Reconcile = %+v, %v; want RequeueAfter %v", res, err, want)
 		}
 	}
-	if got := counterValue(t, "racesafe_requeue_floor_total", map[string]string{"name": "floor-interval", "reason": "Pending"}); got != 2 {
-		t.Errorf("floor count = %v, want 2", got)
+	if got := counterValue(t, "racesafe_requeue_floor_total", labels) - before; got != 2 {
+		t.Errorf("floor count rose by %v, want 2", got)
 	}
 }
 

@@ -71,9 +71,13 @@ func (r RandSource) applyToJitter(c *jitterConfig) {
 // Jitter returns an Interval that adds up to maxFactor times the delay of i:
 // each call reads i (see [Interval.Duration]) and returns a duration in
 // [d, d·(1+maxFactor)). Spreading requeues keeps a burst of objects that
-// failed together from coming back together. A maxFactor that is zero,
-// negative or NaN adds nothing; a result beyond the largest time.Duration is
-// capped there.
+// failed together from coming back together.
+//
+// Jitter never returns less than d, whatever maxFactor and the random source
+// give. A maxFactor that is zero, negative or NaN adds nothing, and so does a
+// draw of zero, even with a maxFactor of +Inf; a delay beyond the largest
+// time.Duration (math.MaxInt64 nanoseconds) is capped there, so a positive
+// draw with a maxFactor of +Inf gives that largest Duration.
 func Jitter(i Interval, maxFactor float64, opts ...JitterOption) Interval {
 	cfg := jitterConfig{rand: rand.Float64}
 	for _, o := range opts {
@@ -88,17 +92,20 @@ func Jitter(i Interval, maxFactor float64, opts ...JitterOption) Interval {
 		}
 		f := cfg.rand()
 		switch {
-		case !(f >= 0): // negative or NaN
-			f = 0
+		case !(f > 0): // zero, negative or NaN: 0·Inf would be NaN
+			return d
 		case f >= 1:
 			f = math.Nextafter(1, 0)
 		}
-		extra := f * maxFactor * float64(d)
-		// float64(math.MaxInt64) rounds up to 2^63, so compare with >=:
-		// converting 2^63 back to int64 would overflow.
-		if float64(d)+extra >= float64(math.MaxInt64) {
+		extra := f * maxFactor * float64(d) // positive, possibly +Inf
+		// float64(math.MaxInt64) rounds up to 2^63, which does not convert
+		// back to int64; the sum is checked in integers.
+		if extra >= float64(math.MaxInt64) {
 			return time.Duration(math.MaxInt64)
 		}
-		return d + time.Duration(extra)
+		if e := time.Duration(extra); e <= time.Duration(math.MaxInt64)-d {
+			return d + e
+		}
+		return time.Duration(math.MaxInt64)
 	}
 }

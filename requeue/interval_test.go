@@ -20,6 +20,9 @@ func TestIntervalDuration(t *testing.T) {
 		{"func zero", func() time.Duration { return 0 }, DefaultInterval},
 		{"func negative", func() time.Duration { return -3 * time.Second }, DefaultInterval},
 		{"func positive", func() time.Duration { return time.Nanosecond }, time.Nanosecond},
+		{"fixed largest", Fixed(math.MaxInt64), math.MaxInt64},
+		{"fixed most negative", Fixed(math.MinInt64), DefaultInterval},
+		{"func most negative", func() time.Duration { return math.MinInt64 }, DefaultInterval},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -131,5 +134,56 @@ func TestJitterDefaultSource(t *testing.T) {
 		if d := i(); d < DefaultInterval || d >= DefaultInterval+DefaultInterval/10 {
 			t.Fatalf("drew %v, want in [%v, %v)", d, DefaultInterval, DefaultInterval+DefaultInterval/10)
 		}
+	}
+}
+
+// TestJitterNeverBelowIntervalNorOverflows drives Jitter with the extreme
+// factors, draws and intervals: whatever they are, the delay is at least the
+// interval it jitters and at most the largest Duration. A factor that adds
+// nothing, or a draw that does, gives the interval exactly; a positive draw on
+// an unbounded range saturates.
+func TestJitterNeverBelowIntervalNorOverflows(t *testing.T) {
+	const maxDuration = time.Duration(math.MaxInt64)
+	factors := []float64{
+		math.Inf(1), math.Inf(-1), math.NaN(), -1, -math.MaxFloat64, 0,
+		math.SmallestNonzeroFloat64, 0.5, 1, 1e9, 1e300, math.MaxFloat64,
+	}
+	draws := []float64{
+		0, math.SmallestNonzeroFloat64, 0.5, math.Nextafter(1, 0), 1, 2,
+		-1, math.NaN(), math.Inf(1), math.Inf(-1),
+	}
+	intervals := []time.Duration{
+		time.Nanosecond, 2 * time.Minute, maxDuration / 2, maxDuration - 1, maxDuration,
+	}
+	for _, d := range intervals {
+		for _, factor := range factors {
+			for _, draw := range draws {
+				src := RandSource(func() float64 { return draw })
+				got := Jitter(Fixed(d), factor, src)()
+				if got < d {
+					t.Errorf("Jitter(Fixed(%d), %v) with draw %v = %d, below the interval", d, factor, draw, got)
+				}
+				addsNothing := !(factor > 0) || !(draw > 0)
+				if addsNothing && got != d {
+					t.Errorf("Jitter(Fixed(%d), %v) with draw %v = %d, want the interval %d", d, factor, draw, got, d)
+				}
+				if math.IsInf(factor, 1) && draw > 0 && got != maxDuration {
+					t.Errorf("Jitter(Fixed(%d), +Inf) with draw %v = %d, want the largest Duration", d, draw, got)
+				}
+			}
+		}
+	}
+}
+
+// TestJitterInfiniteFactorZeroDraw: an unbounded factor with a draw of 0 adds
+// nothing (0·Inf is not a number, and must not become one).
+func TestJitterInfiniteFactorZeroDraw(t *testing.T) {
+	src := RandSource(func() float64 { return 0 })
+	i := Jitter(Fixed(2*time.Minute), math.Inf(1), src)
+	if got := i(); got != 2*time.Minute {
+		t.Errorf("i() = %v, want 2m0s", got)
+	}
+	if got := i.Duration(); got != 2*time.Minute {
+		t.Errorf("i.Duration() = %v, want 2m0s", got)
 	}
 }
