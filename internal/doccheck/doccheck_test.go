@@ -422,6 +422,7 @@ func TestScannerAndMatcher(t *testing.T) {
 		{[]string{"switch {", "default:", "}"}, false},             // only in doc.go's comment
 		{[]string{"fmt.Println(3)"}, false},                        // only in a comment and a string
 		{[]string{"// fmt.Println(1)"}, true},                      // a comment in a body is code
+		{[]string{"// Example prose:"}, false},                     // one outside a body is not
 	} {
 		msg, ok := twin(block{file: "x.md", line: 1, kind: "```go block", lines: tt.lines}, code)
 		if ok != tt.want {
