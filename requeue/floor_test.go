@@ -3,10 +3,13 @@ package requeue
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr/funcr"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
@@ -129,5 +132,41 @@ func TestFloorNilReconciler(t *testing.T) {
 	var f *FloorReconciler[key]
 	if _, err := f.Reconcile(t.Context(), "item"); !errors.Is(err, ErrNilReconciler) {
 		t.Errorf("nil FloorReconciler: error = %v, want ErrNilReconciler", err)
+	}
+}
+
+// TestFloorLogsEachReplacedResult: a replaced result is logged through the
+// context's logger with the floor's name, the reason and the delay; a
+// settled request, an error and an explicit requeue log nothing.
+func TestFloorLogsEachReplacedResult(t *testing.T) {
+	var lines []string
+	ctx := log.IntoContext(t.Context(), funcr.New(func(prefix, args string) {
+		lines = append(lines, args)
+	}, funcr.Options{}))
+	settled := map[key]bool{"done": true}
+	results := map[key]reconcile.Result{"requeues": {RequeueAfter: time.Minute}}
+	inner := reconcile.TypedFunc[key](func(_ context.Context, req key) (reconcile.Result, error) {
+		if req == "fails" {
+			return reconcile.Result{}, errors.New("inner failed")
+		}
+		return results[req], nil
+	})
+	f := Floor(inner, FloorOptions[key]{
+		Name:     "floor-log",
+		Interval: Fixed(7 * time.Second),
+		Settled: func(_ context.Context, req key) (bool, string, error) {
+			return settled[req], "Deleting", nil
+		},
+	})
+	for _, req := range []key{"done", "fails", "requeues", "stuck"} {
+		_, _ = f.Reconcile(ctx, req)
+	}
+	if len(lines) != 1 {
+		t.Fatalf("logged %d lines, want 1 for the one replaced result: %q", len(lines), lines)
+	}
+	for _, want := range []string{`"floor"="floor-log"`, `"reason"="Deleting"`, `"requeueAfter"="7s"`} {
+		if !strings.Contains(lines[0], want) {
+			t.Errorf("log line %s does not hold %s", lines[0], want)
+		}
 	}
 }
