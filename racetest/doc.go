@@ -38,6 +38,9 @@
 //     faults. Rates out of [0, 1] are a [*FaultOptionsError], not a panic.
 //   - The errors are the API server's: apierrors.IsConflict,
 //     IsInternalError, IsTooManyRequests and SuggestsClientDelay hold.
+//   - Nothing sent on a fault: an injected fault replaces the call, so the
+//     write never reaches the server; with [Faults.NewClient] this holds for
+//     every write of the manager's client.
 //   - Unlimited: a client built from WithoutRateLimit's copy has no
 //     client-side rate limiter, whatever QPS, Burst or RateLimiter the
 //     original had; the original is not modified.

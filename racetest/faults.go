@@ -101,7 +101,8 @@ func (e *FaultOptionsError) Is(target error) bool { return target == ErrInvalidF
 
 // Faults injects API errors into a controller-runtime client's writes, at
 // given rates, from a seeded random source. Use it as
-// interceptor.NewClient(c, f.Funcs()). A Faults is safe for concurrent use;
+// interceptor.NewClient(c, f.Funcs()) on a client.WithWatch c, or as a
+// manager's client through [Faults.NewClient]. A Faults is safe for concurrent use;
 // calls draw from one source in the order they reach it, so a replay is exact
 // only when the calls come in the same order (one reconcile worker).
 //
