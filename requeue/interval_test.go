@@ -2,6 +2,7 @@ package requeue
 
 import (
 	"math"
+	"math/big"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -185,5 +186,36 @@ func TestJitterInfiniteFactorZeroDraw(t *testing.T) {
 	}
 	if got := i.Duration(); got != 2*time.Minute {
 		t.Errorf("i.Duration() = %v, want 2m0s", got)
+	}
+}
+
+// TestJitterStaysBelowItsBound: the largest draw stays below d·(1+maxFactor),
+// computed exactly, not in the float64 arithmetic of the delay, for intervals
+// and factors of every magnitude.
+func TestJitterStaysBelowItsBound(t *testing.T) {
+	largestDraw := RandSource(func() float64 { return math.Nextafter(1, 0) })
+	check := func(d time.Duration, m float64) {
+		t.Helper()
+		got := Jitter(Fixed(d), m, largestDraw)()
+		width := new(big.Float).SetPrec(256).SetFloat64(m)
+		width.Mul(width, new(big.Float).SetPrec(256).SetInt64(int64(d)))
+		added := new(big.Float).SetPrec(256).SetInt64(int64(got - d))
+		if got < d || (added.Cmp(width) >= 0 && got != math.MaxInt64) {
+			t.Errorf("Jitter(Fixed(%d), %v) with the largest draw = %d, want in [%d, %d + %s)",
+				d, m, got, d, d, width.Text('f', 3))
+		}
+	}
+	for _, m := range []float64{0.1, 0.2, 0.25, 1.0 / 3, 0.5, 1, 1.5, 3, 10, 1e6} {
+		for d := time.Duration(1); d < math.MaxInt64/4; d = d*3 + 7 {
+			check(d, m)
+		}
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	for range 20000 {
+		d := time.Duration(r.Int64N(1<<uint(1+r.IntN(62)))) + 1
+		m := math.Ldexp(r.Float64(), r.IntN(40)-20)
+		if m > 0 {
+			check(d, m)
+		}
 	}
 }
