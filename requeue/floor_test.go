@@ -3,10 +3,13 @@ package requeue
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr/funcr"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
@@ -65,6 +68,11 @@ func TestFloor(t *testing.T) {
 			if tt.nilSettled {
 				opts.Settled = nil
 			}
+			reasons := []string{"Deleting", "Failed", "", ReasonUnspecified, ReasonNoSettledFunc}
+			before := make(map[string]float64, len(reasons))
+			for _, reason := range reasons {
+				before[reason] = counterValue(t, "racesafe_requeue_floor_total", map[string]string{"name": name, "reason": reason})
+			}
 			res, err := Floor(inner, opts).Reconcile(t.Context(), "item")
 
 			if res.RequeueAfter != tt.want.RequeueAfter || res.Priority != tt.want.Priority || !res.IsZero() != !tt.want.IsZero() {
@@ -76,13 +84,14 @@ func TestFloor(t *testing.T) {
 			if asked != tt.wantAsked {
 				t.Errorf("Settled called = %v, want %v", asked, tt.wantAsked)
 			}
-			for _, reason := range []string{"Deleting", "Failed", "", ReasonUnspecified, ReasonNoSettledFunc} {
+			for _, reason := range reasons {
 				want := 0.0
 				if reason == tt.wantReason && tt.wantReason != "" {
 					want = 1
 				}
-				if got := counterValue(t, "racesafe_requeue_floor_total", map[string]string{"name": name, "reason": reason}); got != want {
-					t.Errorf("racesafe_requeue_floor_total{name=%q,reason=%q} = %v, want %v", name, reason, got, want)
+				got := counterValue(t, "racesafe_requeue_floor_total", map[string]string{"name": name, "reason": reason}) - before[reason]
+				if got != want {
+					t.Errorf("racesafe_requeue_floor_total{name=%q,reason=%q} rose by %v, want %v", name, reason, got, want)
 				}
 			}
 		})
@@ -102,14 +111,16 @@ func TestFloorReadsIntervalAtCallTime(t *testing.T) {
 		},
 	})
 	req := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "default", Name: "item"}}
+	labels := map[string]string{"name": "floor-interval", "reason": "Pending"}
+	before := counterValue(t, "racesafe_requeue_floor_total", labels)
 	for _, want := range []time.Duration{time.Second, time.Minute} {
 		d = want
 		if res, err := f.Reconcile(t.Context(), req); err != nil || res.RequeueAfter != want {
 			t.Errorf("Reconcile = %+v, %v; want RequeueAfter %v", res, err, want)
 		}
 	}
-	if got := counterValue(t, "racesafe_requeue_floor_total", map[string]string{"name": "floor-interval", "reason": "Pending"}); got != 2 {
-		t.Errorf("floor count = %v, want 2", got)
+	if got := counterValue(t, "racesafe_requeue_floor_total", labels) - before; got != 2 {
+		t.Errorf("floor count rose by %v, want 2", got)
 	}
 }
 
@@ -121,5 +132,41 @@ func TestFloorNilReconciler(t *testing.T) {
 	var f *FloorReconciler[key]
 	if _, err := f.Reconcile(t.Context(), "item"); !errors.Is(err, ErrNilReconciler) {
 		t.Errorf("nil FloorReconciler: error = %v, want ErrNilReconciler", err)
+	}
+}
+
+// TestFloorLogsEachReplacedResult: a replaced result is logged through the
+// context's logger with the floor's name, the reason and the delay; a
+// settled request, an error and an explicit requeue log nothing.
+func TestFloorLogsEachReplacedResult(t *testing.T) {
+	var lines []string
+	ctx := log.IntoContext(t.Context(), funcr.New(func(prefix, args string) {
+		lines = append(lines, args)
+	}, funcr.Options{}))
+	settled := map[key]bool{"done": true}
+	results := map[key]reconcile.Result{"requeues": {RequeueAfter: time.Minute}}
+	inner := reconcile.TypedFunc[key](func(_ context.Context, req key) (reconcile.Result, error) {
+		if req == "fails" {
+			return reconcile.Result{}, errors.New("inner failed")
+		}
+		return results[req], nil
+	})
+	f := Floor(inner, FloorOptions[key]{
+		Name:     "floor-log",
+		Interval: Fixed(7 * time.Second),
+		Settled: func(_ context.Context, req key) (bool, string, error) {
+			return settled[req], "Deleting", nil
+		},
+	})
+	for _, req := range []key{"done", "fails", "requeues", "stuck"} {
+		_, _ = f.Reconcile(ctx, req)
+	}
+	if len(lines) != 1 {
+		t.Fatalf("logged %d lines, want 1 for the one replaced result: %q", len(lines), lines)
+	}
+	for _, want := range []string{`"floor"="floor-log"`, `"reason"="Deleting"`, `"requeueAfter"="7s"`} {
+		if !strings.Contains(lines[0], want) {
+			t.Errorf("log line %s does not hold %s", lines[0], want)
+		}
 	}
 }
