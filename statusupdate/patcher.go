@@ -34,12 +34,14 @@ type Client interface {
 // can be checked against it. *expectations.Tracker satisfies it.
 //
 // The Patcher calls exactly one of the two methods per write, with the object
-// the server returned; the implementation must not modify it.
+// the server returned, and ExpectWrite with the live object it re-read after a
+// conflict; the implementation must not modify either.
 type Recorder interface {
 	// ExpectWrite records that obj was written at obj's resourceVersion.
 	ExpectWrite(obj client.Object) error
-	// ExpectDeletion records that the write removed obj's last finalizer while
-	// obj was being deleted, so the server deletes it.
+	// ExpectDeletion records that the write removed obj: its last finalizer
+	// went while obj was being deleted, and the server's answer shows the
+	// object was removed.
 	ExpectDeletion(obj client.Object) error
 }
 
@@ -105,13 +107,17 @@ func New[T client.Object](c Client, apiReader client.Reader, opts Options) *Patc
 // the object the server wrote. obj itself is never modified.
 //
 // If mutate changes nothing, nothing is sent and Patch returns a copy of obj.
-// If mutate returns an error, nothing is sent and the error is returned wrapped.
-// On 409 Conflict, Patch reads the object from the API server, runs mutate on
-// it again and retries; see [Options].Backoff.
+// If mutate returns an error, the call ends: nothing more is sent, nothing is
+// retried, and the error is returned wrapped. On 409 Conflict from the server,
+// Patch reads the object from the API server, records it with the Recorder,
+// runs mutate on it again and retries; see [Options].Backoff. A NotFound for
+// an object that exists is a [*SubresourceError]: the kind has no status
+// subresource.
 //
 // Changes mutate makes outside status are dropped by the server; use
-// [Patcher.PatchObject] for those. On an error from the Recorder the write did
-// happen: Patch returns the written object together with the error.
+// [Patcher.PatchObject] for those. On an error from the Recorder, or from the
+// read that tells whether the write removed the object, the write did happen:
+// Patch returns the written object together with the error.
 func (p *Patcher[T]) Patch(ctx context.Context, obj T, mutate func(T) error) (T, error) {
 	return p.run(ctx, target{
 		label:       targetStatus,
