@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/racesafe/racesafe/statusupdate"
 )
@@ -338,4 +340,84 @@ func TestPatchInvalidObjectIsAnError(t *testing.T) {
 		})
 	}
 	h.wantCounts(t, 0, 0, 0, 0)
+}
+
+// failingReader is an API reader whose every Get fails with err.
+func failingReader(h *harness, err error) client.Reader {
+	return interceptor.NewClient(h.direct, interceptor.Funcs{
+		Get: func(context.Context, client.WithWatch, client.ObjectKey, client.Object, ...client.GetOption) error {
+			h.counts.liveGets.Add(1)
+			return err
+		},
+	})
+}
+
+// When the read that tells a missing subresource from a missing object fails,
+// the error is that read's, and still not NotFound.
+func TestPatchSubresourceCheckFailureIsNotNotFound(t *testing.T) {
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cm", Namespace: "default"}}
+	h := newHarness(t, cm)
+	var held corev1.ConfigMap
+	if err := h.direct.Get(t.Context(), client.ObjectKeyFromObject(cm), &held); err != nil {
+		t.Fatal(err)
+	}
+	forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "cm", errors.New("injected"))
+	p := statusupdate.New[*corev1.ConfigMap](h.writer, failingReader(h, forbidden), statusupdate.Options{})
+	_, err := p.Patch(t.Context(), &held, func(cm *corev1.ConfigMap) error {
+		cm.Data = map[string]string{"k": "v"}
+		return nil
+	})
+	if apierrors.IsNotFound(err) || client.IgnoreNotFound(err) == nil || !apierrors.IsForbidden(err) {
+		t.Errorf("error %v: want the read's Forbidden, not NotFound", err)
+	}
+	h.wantCounts(t, 0, 1, 1, 0)
+}
+
+// A Recorder that refuses the live re-read ends the call before mutate runs
+// again: nothing more is sent.
+func TestPatchRecorderErrorOnLiveReadEndsCall(t *testing.T) {
+	h := newHarness(t, testPod("p"))
+	obj := h.stored(t, testPod("p"))
+	h.beforeWrite = func(int32, client.Object) error {
+		return apierrors.NewConflict(schema.GroupResource{Resource: "pods"}, "p", errors.New("injected"))
+	}
+	errFull := errors.New("tracker full")
+	var calls atomic.Int32
+	p := statusupdate.New[*corev1.Pod](h.writer, h.live, statusupdate.Options{Backoff: fastRetry, Expectations: &recorder{err: errFull}})
+	got, err := p.Patch(t.Context(), obj, func(pod *corev1.Pod) error {
+		calls.Add(1)
+		pod.Status.Phase = corev1.PodRunning
+		return nil
+	})
+	if got != nil || !errors.Is(err, errFull) {
+		t.Errorf("Patch = %v, %v; want nil and an error wrapping %v", got, err, errFull)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Errorf("mutate ran %d times, want 1", n)
+	}
+	h.wantCounts(t, 0, 1, 1, 0)
+}
+
+// When the read that tells whether the write removed the object fails, the
+// write did happen: the written object comes back with the error, and nothing
+// is recorded.
+func TestPatchObjectDeletionCheckFailure(t *testing.T) {
+	pod := testPod("p")
+	pod.Finalizers = []string{"example.com/hold"}
+	pod.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+	h := newHarness(t, pod)
+	obj := h.stored(t, pod)
+	h.patchObject = livingAnswer
+	unavailable := apierrors.NewServiceUnavailable("injected")
+	rec := &recorder{}
+	p := statusupdate.New[*corev1.Pod](h.writer, failingReader(h, unavailable), statusupdate.Options{Expectations: rec})
+	got, err := p.PatchObject(t.Context(), obj, removeFinalizers[*corev1.Pod])
+	if got == nil || got.ResourceVersion != "5000" || !errors.Is(err, unavailable) ||
+		!strings.Contains(err.Error(), "written at resourceVersion 5000") {
+		t.Errorf("PatchObject = %v, %v; want the written object and an error saying it was written", got, err)
+	}
+	if len(rec.calls) != 0 {
+		t.Errorf("recorder calls %v, want none", rec.calls)
+	}
+	h.wantCounts(t, 0, 1, 0, 1)
 }

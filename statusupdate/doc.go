@@ -66,10 +66,11 @@
 //   - Missing subresource named: a kind without a status subresource answers a
 //     status patch with NotFound although the object exists. On NotFound,
 //     [Patcher.Patch] reads the object once through the API reader; if the
-//     object patched (the same UID) is there, the error is a
-//     [*SubresourceError] that names the kind and matches
+//     object patched is there (the same UID, when the caller's copy has one),
+//     the error is a [*SubresourceError] that names the kind and matches
 //     [ErrNoStatusSubresource]. It is not NotFound, so client.IgnoreNotFound
-//     does not drop the write. If the object is gone, the NotFound stays.
+//     does not drop the write. If the object is gone, the NotFound stays; if
+//     the read fails, the error wraps the read's error, not the NotFound.
 //   - Bad input is an error: a nil or typed nil object ([ErrNilObject]), a nil
 //     mutate ([ErrNilMutate]), an object without a name ([ErrNoName]), an
 //     object that cannot be copied, such as an unstructured object holding a Go
@@ -81,7 +82,9 @@
 //     shows the object was removed, ExpectWrite otherwise. After a conflict,
 //     the live object the API reader returned is reported with ExpectWrite
 //     before mutate runs on it, so a cache copy older than what the API server
-//     showed is known stale.
+//     showed is known stale. A Recorder error after a write comes back with
+//     the written object; one on the re-read ends the call, with nothing more
+//     sent.
 //   - Deletion only when removed: removing the last finalizer of an object
 //     being deleted removes it only if no grace period is left. The server
 //     answers a removal with the object as it was removed: deletionTimestamp,

@@ -115,9 +115,9 @@ func New[T client.Object](c Client, apiReader client.Reader, opts Options) *Patc
 // subresource.
 //
 // Changes mutate makes outside status are dropped by the server; use
-// [Patcher.PatchObject] for those. On an error from the Recorder, or from the
-// read that tells whether the write removed the object, the write did happen:
-// Patch returns the written object together with the error.
+// [Patcher.PatchObject] for those. On an error from recording a write, or from
+// the read that tells whether the write removed the object, the write did
+// happen: Patch returns the written object together with the error.
 func (p *Patcher[T]) Patch(ctx context.Context, obj T, mutate func(T) error) (T, error) {
 	return p.run(ctx, target{
 		label:       targetStatus,
