@@ -56,8 +56,11 @@
 //     controller-runtime's metrics registry. A nil Settled reports every
 //     request unsettled; an error from Settled is returned wrapped, so the
 //     request is retried rather than dropped. Errors and explicit requeues
-//     pass through untouched, without a call to Settled. A Floor around a
-//     nil reconciler returns [ErrNilReconciler], never panics.
+//     pass through untouched, without a call to Settled, except an error
+//     that errors.Is expectations.ErrStale: Floor turns it into a requeue
+//     after StaleAfter with a nil error, as OnStale does, counted in
+//     racesafe_requeue_floor_stale_total{name}. A Floor around a nil
+//     reconciler returns [ErrNilReconciler], never panics.
 //
 // # What it does not do
 //

@@ -3,6 +3,7 @@ package requeue
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/racesafe/racesafe/expectations"
 )
 
 // key is a request type other than reconcile.Request: Floor is generic.
@@ -168,5 +171,41 @@ func TestFloorLogsEachReplacedResult(t *testing.T) {
 		if !strings.Contains(lines[0], want) {
 			t.Errorf("log line %s does not hold %s", lines[0], want)
 		}
+	}
+}
+
+// TestFloorTurnsStaleErrorsIntoShortRequeues: a stale read the wrapped
+// reconciler returns as an error becomes a requeue after StaleAfter with no
+// error, never reaching the rate limiter; other errors still pass through.
+func TestFloorTurnsStaleErrorsIntoShortRequeues(t *testing.T) {
+	stale := fmt.Errorf("get item: %w", &expectations.StaleError{Want: "10", Seen: "9"})
+	for _, tt := range []struct {
+		name       string
+		staleAfter time.Duration
+		want       time.Duration
+	}{
+		{name: "configured", staleAfter: 300 * time.Millisecond, want: 300 * time.Millisecond},
+		{name: "default", want: DefaultStaleAfter},
+		{name: "negative", staleAfter: -time.Second, want: DefaultStaleAfter},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			name := "floor-" + t.Name()
+			asked := false
+			f := Floor(reconcile.TypedFunc[key](func(context.Context, key) (reconcile.Result, error) {
+				return reconcile.Result{}, stale
+			}), FloorOptions[key]{Name: name, StaleAfter: tt.staleAfter,
+				Settled: func(context.Context, key) (bool, string, error) { asked = true; return true, "", nil }})
+			before := counterValue(t, "racesafe_requeue_floor_stale_total", map[string]string{"name": name})
+			res, err := f.Reconcile(context.Background(), "a")
+			if err != nil || res.RequeueAfter != tt.want {
+				t.Fatalf("Reconcile = %+v, %v; want RequeueAfter %v, nil", res, err, tt.want)
+			}
+			if asked {
+				t.Error("Settled was asked about a stale read")
+			}
+			if d := counterValue(t, "racesafe_requeue_floor_stale_total", map[string]string{"name": name}) - before; d != 1 {
+				t.Errorf("racesafe_requeue_floor_stale_total grew by %v, want 1", d)
+			}
+		})
 	}
 }
