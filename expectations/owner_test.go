@@ -21,6 +21,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/racesafe/racesafe/expectations"
 	"github.com/racesafe/racesafe/internal/metricstest"
 	"github.com/racesafe/racesafe/requeue"
@@ -174,6 +176,18 @@ func (f *ownerFixture) expired() float64 {
 // exactly as given; zero when never observed.
 func histogramCount(t *testing.T, name string, labels map[string]string) uint64 {
 	t.Helper()
+	m := findSeries(t, name, labels)
+	return m.GetHistogram().GetSampleCount()
+}
+
+// gaugeValue reads a gauge series labelled exactly as given.
+func gaugeValue(t *testing.T, name string, labels map[string]string) float64 {
+	t.Helper()
+	return findSeries(t, name, labels).GetGauge().GetValue()
+}
+
+func findSeries(t *testing.T, name string, labels map[string]string) *dto.Metric {
+	t.Helper()
 	families, err := metrics.Registry.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -192,10 +206,10 @@ func histogramCount(t *testing.T, name string, labels map[string]string) uint64 
 					continue series
 				}
 			}
-			return m.GetHistogram().GetSampleCount()
+			return m
 		}
 	}
-	return 0
+	return nil
 }
 
 func TestOwnerCheckIsStaleUntilTheStoreVersionCatchesUp(t *testing.T) {
@@ -231,6 +245,9 @@ func TestOwnerCheckIsStaleUntilTheStoreVersionCatchesUp(t *testing.T) {
 	}
 	if d := f.skips() - skips; d != 1 {
 		t.Errorf("skips delta = %v, want 1", d)
+	}
+	if v := gaugeValue(t, "racesafe_owner_expectations_cache_resource_version", catchUp); v != 99 {
+		t.Errorf("cache resourceVersion gauge = %v, want 99", v)
 	}
 
 	f.store.set("100")
