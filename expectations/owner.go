@@ -357,6 +357,9 @@ type pendingCheck struct {
 	state ownedState
 	err   error
 	seen  string
+	// deleted names the deleted object the cache still shows, when that is
+	// why the record is stale.
+	deleted string
 }
 
 type ownedState uint8
@@ -449,22 +452,7 @@ func (t *OwnerTracker) check(ctx context.Context, key client.ObjectKey, uid type
 }
 
 func (pc *pendingCheck) staleError(owner client.ObjectKey) error {
-	se := &OwnerStaleError{Owner: owner, Kind: pc.ok.gk, Namespace: pc.ok.namespace, Want: pc.rv, Seen: pc.seen}
-	if pc.rv != "" && pc.seen != "" {
-		if cmp, err := resourceversion.CompareResourceVersion(pc.seen, pc.rv); err == nil && cmp >= 0 {
-			// The version is there; a deletion is what is missing.
-			for _, name := range pc.gone {
-				se.Deleted = name
-				break
-			}
-		}
-	} else if pc.rv == "" {
-		for _, name := range pc.gone {
-			se.Deleted = name
-			break
-		}
-	}
-	return se
+	return &OwnerStaleError{Owner: owner, Kind: pc.ok.gk, Namespace: pc.ok.namespace, Want: pc.rv, Seen: pc.seen, Deleted: pc.deleted}
 }
 
 // judgeOwned decides one record: satisfied, stale, or stale with the error
@@ -490,6 +478,7 @@ func (t *OwnerTracker) judgeOwned(ctx context.Context, owner client.ObjectKey, p
 			return ownedStale, seen, fmt.Errorf("confirm deletion of %s %s/%s: %w", pc.ok.gk, pc.ok.namespace, name, err)
 		}
 		if shown {
+			pc.deleted = name
 			return ownedStale, seen, nil
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -553,5 +554,59 @@ func TestOwnerBadInputIsAnError(t *testing.T) {
 	}
 	if err := f.tr.Wrote(ctx, &corev1.ConfigMap{}, child("default", "c", "c", "1")); !errors.Is(err, expectations.ErrNoName) {
 		t.Errorf("Wrote(owner without name) = %v, want ErrNoName", err)
+	}
+}
+
+// TestOwnerTrackerIsSafeForConcurrentUse runs writes, checks, events and a
+// wake source at once (under -race), then proves no write was lost: the
+// check is stale until the cache reaches the highest one, then passes.
+func TestOwnerTrackerIsSafeForConcurrentUse(t *testing.T) {
+	f := newOwnerFixture(t, true)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+	defer q.ShutDown()
+	if err := f.tr.Source().Start(ctx, q); err != nil {
+		t.Fatal(err)
+	}
+	owners := []*corev1.ConfigMap{ownerCM("o1"), {ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "o2", UID: "o2"}}}
+	const writes = 200
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for i := range writes {
+				rv := strconv.Itoa(1000 + i*4 + w)
+				owner := owners[i%len(owners)]
+				if err := f.tr.Wrote(ctx, owner, child("default", "c-"+rv, "c"+rv, rv)); err != nil {
+					t.Error(err)
+					return
+				}
+				if err := f.tr.Check(ctx, owner); err != nil && !errors.Is(err, expectations.ErrStale) {
+					t.Error(err)
+					return
+				}
+				f.inf.deliver(child("default", "c-"+rv, "c"+rv, strconv.Itoa(500+i)), false)
+			}
+		})
+	}
+	wg.Wait()
+	// o2 got the odd i, so the highest write (i 199, w 3); o1's highest is
+	// i 198, w 3.
+	highest := strconv.Itoa(1000 + (writes-1)*4 + 3)
+	f.store.set(strconv.Itoa(1000 + (writes-1)*4 + 2))
+	if err := f.tr.Check(ctx, owners[1]); !errors.Is(err, expectations.ErrStale) {
+		t.Fatalf("Check of o2 one below its highest write = %v, want stale", err)
+	}
+	if err := f.tr.Check(ctx, owners[0]); err != nil {
+		t.Fatalf("Check of o1 above its highest write = %v, want nil", err)
+	}
+	f.store.set(highest)
+	for _, owner := range owners {
+		if err := f.tr.Check(ctx, owner); err != nil {
+			t.Fatalf("Check of %s at the highest write = %v, want nil", owner.Name, err)
+		}
+	}
+	if n := f.tr.Pending(); n != 0 {
+		t.Errorf("Pending = %d, want 0", n)
 	}
 }
