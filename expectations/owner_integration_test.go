@@ -3,6 +3,7 @@ package expectations_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"sync"
@@ -45,14 +46,22 @@ func TestOwnerIntegration(t *testing.T) {
 	t.Run("StaleAfterChildCreateUntilCacheSeesIt/multi-namespace handler", func(t *testing.T) {
 		testOwnerStaleUntilWatchDelivers(t, env.Config, direct, "handler", true)
 	})
-	t.Run("WakesOwnerOnCatchUp", func(t *testing.T) {
-		testOwnerWakesOnCatchUp(t, env.Config, direct)
+	t.Run("WakesOwnerOnCatchUp/cluster-wide", func(t *testing.T) {
+		testOwnerWakesOnCatchUp(t, env.Config, direct, false)
 	})
-	for _, guarded := range []bool{false, true} {
-		name := map[bool]string{false: "naive", true: "guarded"}[guarded]
-		t.Run("ListThenCreateUnderLag/"+name, func(t *testing.T) {
-			testListThenCreate(t, env.Config, direct, guarded)
-		})
+	t.Run("WakesOwnerOnCatchUp/multi-namespace", func(t *testing.T) {
+		testOwnerWakesOnCatchUp(t, env.Config, direct, true)
+	})
+	for _, lc := range []listCase{
+		{name: "100ms multi-namespace", lag: 100 * time.Millisecond, multiNamespace: true},
+		{name: "400ms jitter cluster-wide", lag: 400 * time.Millisecond, jitter: 100 * time.Millisecond},
+	} {
+		for _, guarded := range []bool{false, true} {
+			lc.guarded = guarded
+			t.Run("ListThenCreateUnderLag/"+lc.name+"/"+map[bool]string{false: "naive", true: "guarded"}[guarded], func(t *testing.T) {
+				testListThenCreate(t, env.Config, direct, lc)
+			})
+		}
 	}
 }
 
@@ -188,10 +197,15 @@ func metricCounter(t *testing.T, name string, labels map[string]string) float64 
 	return metricstest.CounterValue(t, name, labels)
 }
 
-// ownerManager starts a manager whose cache sees Secrets lag late, with a
-// controller of ConfigMap owners in ns running reconcile; it stops with t.
-func ownerManager(t *testing.T, cfg *rest.Config, ns string, lag time.Duration, jitter func() time.Duration, setup func(mgr ctrl.Manager) error) ctrl.Manager {
+// ownerManagerIn starts a manager whose cache sees Secrets lag late
+// (cluster-wide, or restricted to ns: the multi-namespace cache), with the
+// controller setup adds; it stops with t.
+func ownerManagerIn(t *testing.T, cfg *rest.Config, ns string, multiNamespace bool, lag time.Duration, jitter func() time.Duration, setup func(mgr ctrl.Manager) error) ctrl.Manager {
 	t.Helper()
+	cacheOpts := cache.Options{}
+	if multiNamespace {
+		cacheOpts.DefaultNamespaces = map[string]cache.Config{ns: {}}
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
@@ -200,7 +214,7 @@ func ownerManager(t *testing.T, cfg *rest.Config, ns string, lag time.Duration, 
 			Jitter: jitter,
 			Match:  func(r racetest.Request) bool { return r.Resource == "secrets" },
 		}),
-		Cache:      cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
+		Cache:      cacheOpts,
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	})
 	if err != nil {
@@ -225,23 +239,26 @@ func ownerManager(t *testing.T, cfg *rest.Config, ns string, lag time.Duration, 
 // tracker's Source, not the children, and never requeues. Its first
 // reconcile creates a child; the only thing that can reconcile the owner
 // again is the Source, once the lagging cache shows the child.
-func testOwnerWakesOnCatchUp(t *testing.T, cfg *rest.Config, direct client.Client) {
-	const ns = "wake"
+func testOwnerWakesOnCatchUp(t *testing.T, cfg *rest.Config, direct client.Client, multiNamespace bool) {
+	ns := fmt.Sprintf("wake-%t", multiNamespace)
 	makeNamespace(t, direct, ns)
 	var (
 		mu       sync.Mutex
 		visits   []int // children seen in the cache, per reconcile
 		checkErr []error
 	)
-	ownerManager(t, cfg, ns, 300*time.Millisecond, nil, func(mgr ctrl.Manager) error {
-		tr, err := expectations.NewOwnerTracker(expectations.OwnerOptions{Name: "owner-wake", For: &corev1.ConfigMap{}, Cache: mgr.GetCache()})
+	ownerManagerIn(t, cfg, ns, multiNamespace, 300*time.Millisecond, nil, func(mgr ctrl.Manager) error {
+		tr, err := expectations.NewOwnerTracker(expectations.OwnerOptions{Name: "owner-" + ns, For: &corev1.ConfigMap{}, Cache: mgr.GetCache()})
 		if err != nil {
 			return err
 		}
 		c := mgr.GetClient()
-		return ctrl.NewControllerManagedBy(mgr).Named("owner-wake").For(&corev1.ConfigMap{}).
+		return ctrl.NewControllerManagedBy(mgr).Named("owner-" + ns).For(&corev1.ConfigMap{}).
 			WatchesRawSource(tr.Source()).
 			Complete(reconcileFunc(func(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+				if req.Namespace != ns { // a cluster-wide cache sees every ConfigMap
+					return ctrl.Result{}, nil
+				}
 				var owner corev1.ConfigMap
 				if err := c.Get(ctx, req.NamespacedName, &owner); err != nil {
 					return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -281,16 +298,27 @@ func testOwnerWakesOnCatchUp(t *testing.T, cfg *rest.Config, direct client.Clien
 	}
 }
 
+type listCase struct {
+	name           string
+	lag, jitter    time.Duration
+	multiNamespace bool
+	guarded        bool
+}
+
 // testListThenCreate is the ReplicaSet problem: "list my children from the
-// cache, create one if there is none", requeued every 20 ms, under a
-// 400 ms watch lag with up to 100 ms of jitter. Naive, it creates duplicates; with the owner
-// Check in front (and requeue.OnStale), exactly one child.
-func testListThenCreate(t *testing.T, cfg *rest.Config, direct client.Client, guarded bool) {
-	ns := map[bool]string{false: "list-naive", true: "list-guarded"}[guarded]
+// cache, create one if there is none", requeued every 20 ms, under a watch
+// lag (with jitter up to lc.jitter). Naive, it creates duplicates; with the
+// owner Check in front (and requeue.OnStale), exactly one child.
+func testListThenCreate(t *testing.T, cfg *rest.Config, direct client.Client, lc listCase) {
+	guarded := lc.guarded
+	ns := fmt.Sprintf("list-%d-%t-%t", lc.lag.Milliseconds(), lc.multiNamespace, guarded)
 	makeNamespace(t, direct, ns)
 	var seenChild atomic.Int64 // reconciles that saw the child in the cache
-	jitter := func() time.Duration { return rand.N(100 * time.Millisecond) }
-	ownerManager(t, cfg, ns, 400*time.Millisecond, jitter, func(mgr ctrl.Manager) error {
+	var jitter func() time.Duration
+	if lc.jitter > 0 {
+		jitter = func() time.Duration { return rand.N(lc.jitter) }
+	}
+	ownerManagerIn(t, cfg, ns, lc.multiNamespace, lc.lag, jitter, func(mgr ctrl.Manager) error {
 		tr, err := expectations.NewOwnerTracker(expectations.OwnerOptions{Name: "owner-" + ns, For: &corev1.ConfigMap{}, Cache: mgr.GetCache()})
 		if err != nil {
 			return err
@@ -299,6 +327,9 @@ func testListThenCreate(t *testing.T, cfg *rest.Config, direct client.Client, gu
 		return ctrl.NewControllerManagedBy(mgr).Named("owner-" + ns).For(&corev1.ConfigMap{}).Owns(&corev1.Secret{}).
 			WatchesRawSource(tr.Source()).
 			Complete(reconcileFunc(func(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+				if req.Namespace != ns { // a cluster-wide cache sees every ConfigMap
+					return ctrl.Result{}, nil
+				}
 				var owner corev1.ConfigMap
 				if err := c.Get(ctx, req.NamespacedName, &owner); err != nil {
 					return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -344,7 +375,7 @@ func testListThenCreate(t *testing.T, cfg *rest.Config, direct client.Client, gu
 		t.Errorf("guarded controller created %d children, want exactly 1", got)
 	}
 	if !guarded && got < 2 {
-		t.Errorf("naive controller created %d children; under a 400 ms lag it must duplicate, or this test proves nothing", got)
+		t.Errorf("naive controller created %d children; under a %s lag it must duplicate, or this test proves nothing", got, lc.lag)
 	}
 }
 
