@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -76,6 +77,7 @@ func TestIntegrationStaleUntilWatchDelivers(t *testing.T) {
 
 	name := "integration"
 	tr := expectations.New(expectations.Options{Name: name})
+	metrics := readDeltas(t, name)
 	reader := expectations.NewReader(informers, tr)
 
 	// The write: the server answers with a new resourceVersion, the watch
@@ -96,7 +98,7 @@ func TestIntegrationStaleUntilWatchDelivers(t *testing.T) {
 	if !errors.As(err, &stale) {
 		t.Fatalf("Get while the watch is held = %v, want *StaleError", err)
 	}
-	want := expectations.StaleError{Key: key, Want: written.ResourceVersion, Seen: cm.ResourceVersion}
+	want := expectations.StaleError{Kind: schema.GroupKind{Kind: "ConfigMap"}, Key: key, Want: written.ResourceVersion, Seen: cm.ResourceVersion}
 	if diff := cmp.Diff(want, *stale); diff != "" {
 		t.Errorf("StaleError (-want +got):\n%s", diff)
 	}
@@ -144,11 +146,11 @@ func TestIntegrationStaleUntilWatchDelivers(t *testing.T) {
 		t.Errorf("Pending() after the deletion = %d, want 0", n)
 	}
 
-	if got := readMetric(t, "racesafe_expectations_stale_reads_total", name).value; got < 2 {
+	if got := metrics.delta("racesafe_expectations_stale_reads_total"); got < 2 {
 		t.Errorf("stale_reads_total = %v, want at least 2", got)
 	}
-	if h := readMetric(t, "racesafe_expectations_catch_up_seconds", name); h.count != 2 {
-		t.Errorf("catch_up_seconds has %d samples, want 2 (the write and the deletion)", h.count)
+	if count, _ := metrics.histogram("racesafe_expectations_catch_up_seconds"); count != 2 {
+		t.Errorf("catch_up_seconds has %d samples, want 2 (the write and the deletion)", count)
 	}
 }
 
