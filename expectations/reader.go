@@ -50,7 +50,7 @@ func (r *Reader) Get(ctx context.Context, key client.ObjectKey, obj client.Objec
 	if objcopy.IsNil(obj) {
 		return fmt.Errorf("get %s into %T: %w", key, obj, ErrNilObject)
 	}
-	if _, err := r.tracker.kindOf(obj); err != nil {
+	if _, err := r.tracker.kindOf(obj, formOf(obj)); err != nil {
 		return fmt.Errorf("get %s: %w", key, err)
 	}
 	fresh, err := objcopy.EmptyLike(obj)

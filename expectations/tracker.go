@@ -54,9 +54,15 @@ type Tracker struct {
 	clock  clock.PassiveClock
 	scheme *runtime.Scheme
 	m      trackerMetrics
-	// kinds caches the GroupKind of each typed Go type the scheme resolved,
-	// so that the check path neither asks the scheme nor allocates.
-	kinds sync.Map // reflect.Type -> schema.GroupKind
+	// typedKinds caches the kind of each typed Go type the scheme resolved,
+	// so that the check path neither asks the scheme nor allocates; last is
+	// the one looked up last, the usual answer for a tracker of one kind.
+	typedKinds sync.Map // reflect.Type -> *typedKind
+	last       atomic.Pointer[typedKind]
+	// kindIDs numbers the kinds seen, so that a key holds a number rather
+	// than two more strings to hash and compare.
+	kindMu  sync.RWMutex
+	kindIDs map[schema.GroupKind]kindID
 	// nextSweep is the UnixNano after which the next write may sweep expired
 	// entries. A CompareAndSwap elects the one writer that pays for it.
 	nextSweep atomic.Int64
@@ -83,8 +89,21 @@ type shard struct {
 // objectKey names an object across kinds. The version is left out: one
 // object served at two versions is one object with one resourceVersion.
 type objectKey struct {
-	kind schema.GroupKind
+	kind kindID
 	client.ObjectKey
+}
+
+// kindID numbers a GroupKind within one Tracker.
+type kindID uint32
+
+type kind struct {
+	gk schema.GroupKind
+	id kindID
+}
+
+type typedKind struct {
+	typ reflect.Type
+	kind
 }
 
 // form is the Go shape a cached object is read in. controller-runtime keeps
@@ -144,11 +163,12 @@ func New(opts Options) *Tracker {
 		opts.Scheme = clientgoscheme.Scheme
 	}
 	t := &Tracker{
-		name:   opts.Name,
-		ttl:    opts.TTL,
-		clock:  opts.Clock,
-		scheme: opts.Scheme,
-		m:      newTrackerMetrics(opts.Name),
+		name:    opts.Name,
+		ttl:     opts.TTL,
+		clock:   opts.Clock,
+		scheme:  opts.Scheme,
+		m:       newTrackerMetrics(opts.Name),
+		kindIDs: make(map[schema.GroupKind]kindID),
 	}
 	for i := range t.shards {
 		t.shards[i].m = make(map[objectKey]expectation)
@@ -192,7 +212,7 @@ func (t *Tracker) expect(obj client.Object, deletion bool) error {
 		return err
 	}
 	rv := obj.GetResourceVersion()
-	if err := validRV(key, rv); err != nil {
+	if err := t.validRV(obj, key, rv); err != nil {
 		return err
 	}
 	now := t.clock.Now()
@@ -269,7 +289,7 @@ func (t *Tracker) Check(obj client.Object) error {
 		return err
 	}
 	seen := obj.GetResourceVersion()
-	if err := validRV(key, seen); err != nil {
+	if err := t.validRV(obj, key, seen); err != nil {
 		return err
 	}
 	s := t.shardFor(key)
@@ -287,7 +307,7 @@ func (t *Tracker) Check(obj client.Object) error {
 	now := t.clock.Now()
 	v := t.judge(e, now, uid, seen)
 	if v == verdictKeep {
-		return t.refuse(key, e, seen)
+		return t.refuse(obj, key, e, seen)
 	}
 
 	s.mu.Lock()
@@ -308,7 +328,7 @@ func (t *Tracker) Check(obj client.Object) error {
 		if !found { // dropped by another call meanwhile
 			return nil
 		}
-		return t.refuse(key, e, seen)
+		return t.refuse(obj, key, e, seen)
 	}
 	t.settle(s, key, e, f, v, now)
 	s.mu.Unlock()
@@ -366,9 +386,10 @@ func (t *Tracker) settle(s *shard, key objectKey, e expectation, f form, v verdi
 }
 
 // refuse returns the error of a check that keeps its expectation.
-func (t *Tracker) refuse(key objectKey, e expectation, seen string) error {
+func (t *Tracker) refuse(obj client.Object, key objectKey, e expectation, seen string) error {
 	t.m.stale.Inc()
-	return &StaleError{Kind: key.kind, Key: key.ObjectKey, Want: e.rv, Seen: seen, Deletion: e.deletion}
+	k, _ := t.kindOf(obj, formOf(obj)) // cached by the keyOf before
+	return &StaleError{Kind: k.gk, Key: key.ObjectKey, Want: e.rv, Seen: seen, Deletion: e.deletion}
 }
 
 // satisfiedBy reports whether a cached object with uid at the well-formed
@@ -410,11 +431,12 @@ func (t *Tracker) CheckAbsent(key client.ObjectKey, obj client.Object) error {
 	if objcopy.IsNil(obj) {
 		return fmt.Errorf("check absence of %s: %T: %w", key, obj, ErrNilObject)
 	}
-	kind, err := t.kindOf(obj)
+	f := formOf(obj)
+	kind, err := t.kindOf(obj, f)
 	if err != nil {
 		return fmt.Errorf("check absence of %s: %w", key, err)
 	}
-	k, f := objectKey{kind: kind, ObjectKey: key}, formOf(obj)
+	k := objectKey{kind: kind.id, ObjectKey: key}
 	s := t.shardFor(k)
 	s.mu.RLock()
 	e, found := s.m[k]
@@ -546,15 +568,17 @@ func addSaturated(nanos int64, d time.Duration) int64 {
 }
 
 func (t *Tracker) shardFor(key objectKey) *shard {
-	// FNV-1a over group, kind, namespace and name, inline: hash/fnv would
-	// allocate a hasher and a []byte copy of the strings on every check.
+	// FNV-1a over namespace "/" name, inline: hash/fnv would allocate a
+	// hasher and a []byte copy of the strings on every check. Objects of one
+	// name and several kinds share a shard, which costs nothing.
 	const offset32, prime32 = 2166136261, 16777619
 	h := uint32(offset32)
-	for _, part := range [...]string{key.kind.Group, key.kind.Kind, key.Namespace, key.Name} {
-		for i := 0; i < len(part); i++ {
-			h = (h ^ uint32(part[i])) * prime32
-		}
-		h = (h ^ '/') * prime32
+	for i := 0; i < len(key.Namespace); i++ {
+		h = (h ^ uint32(key.Namespace[i])) * prime32
+	}
+	h = (h ^ '/') * prime32
+	for i := 0; i < len(key.Name); i++ {
+		h = (h ^ uint32(key.Name[i])) * prime32
 	}
 	return &t.shards[h&(shardCount-1)]
 }
@@ -574,28 +598,47 @@ func (t *Tracker) keyOf(obj client.Object) (objectKey, form, error) {
 	if key.Name == "" {
 		return objectKey{}, 0, fmt.Errorf("%T in namespace %q: %w", obj, key.Namespace, ErrNoName)
 	}
-	kind, err := t.kindOf(obj)
+	f := formOf(obj)
+	k, err := t.kindOf(obj, f)
 	if err != nil {
 		return objectKey{}, 0, fmt.Errorf("%s: %w", key, err)
 	}
-	return objectKey{kind: kind, ObjectKey: key}, formOf(obj), nil
+	return objectKey{kind: k.id, ObjectKey: key}, f, nil
 }
 
-// kindOf returns the GroupKind of obj, which is not nil. Unstructured and
-// metadata-only objects carry it in apiVersion and kind; a typed object's
-// comes from the scheme, by Go type, and is cached.
-func (t *Tracker) kindOf(obj client.Object) (schema.GroupKind, error) {
-	if formOf(obj) != formTyped {
+// kindOf returns the kind of obj, which is not nil and of form f.
+// Unstructured and metadata-only objects carry it in apiVersion and kind; a
+// typed object's comes from the scheme, by Go type, and is cached.
+func (t *Tracker) kindOf(obj client.Object, f form) (kind, error) {
+	if f != formTyped {
 		gk := obj.GetObjectKind().GroupVersionKind().GroupKind()
 		if gk.Kind == "" {
-			return schema.GroupKind{}, fmt.Errorf("%T without apiVersion and kind: %w", obj, ErrUnknownKind)
+			return kind{}, fmt.Errorf("%T without apiVersion and kind: %w", obj, ErrUnknownKind)
 		}
-		return gk, nil
+		return kind{gk: gk, id: t.kindID(gk)}, nil
 	}
 	typ := reflect.TypeOf(obj)
-	if gk, ok := t.kinds.Load(typ); ok {
-		return gk.(schema.GroupKind), nil
+	if last := t.last.Load(); last != nil && last.typ == typ {
+		return last.kind, nil
 	}
+	if v, ok := t.typedKinds.Load(typ); ok {
+		tk := v.(*typedKind)
+		t.last.Store(tk)
+		return tk.kind, nil
+	}
+	gk, err := t.schemeKind(obj)
+	if err != nil {
+		return kind{}, err
+	}
+	tk := &typedKind{typ: typ, kind: kind{gk: gk, id: t.kindID(gk)}}
+	t.typedKinds.Store(typ, tk)
+	return tk.kind, nil
+}
+
+// schemeKind asks the scheme for the kind of a typed object. A type
+// registered as several kinds is refused: which one an object is would
+// depend on its TypeMeta, which typed clients leave empty.
+func (t *Tracker) schemeKind(obj client.Object) (schema.GroupKind, error) {
 	gvks, unversioned, err := t.scheme.ObjectKinds(obj)
 	if err != nil {
 		return schema.GroupKind{}, fmt.Errorf("%T: %w: %w", obj, ErrUnknownKind, err)
@@ -606,25 +649,37 @@ func (t *Tracker) kindOf(obj client.Object) (schema.GroupKind, error) {
 	gk := gvks[0].GroupKind()
 	for _, gvk := range gvks[1:] {
 		if gvk.GroupKind() != gk {
-			// Registered as several kinds: only the object's own TypeMeta
-			// can tell which, and it differs from object to object.
-			own := obj.GetObjectKind().GroupVersionKind().GroupKind()
-			for _, gvk := range gvks {
-				if own.Kind != "" && gvk.GroupKind() == own {
-					return own, nil
-				}
-			}
-			return schema.GroupKind{}, fmt.Errorf("%T is registered as several kinds %v and names none of them: %w", obj, gvks, ErrUnknownKind)
+			return schema.GroupKind{}, fmt.Errorf("%T is registered as several kinds %v: %w", obj, gvks, ErrUnknownKind)
 		}
 	}
-	t.kinds.Store(typ, gk)
 	return gk, nil
 }
 
-func validRV(key objectKey, rv string) error {
+// kindID returns the number of gk, numbering it if it is new.
+func (t *Tracker) kindID(gk schema.GroupKind) kindID {
+	t.kindMu.RLock()
+	id, ok := t.kindIDs[gk]
+	t.kindMu.RUnlock()
+	if ok {
+		return id
+	}
+	t.kindMu.Lock()
+	defer t.kindMu.Unlock()
+	if id, ok := t.kindIDs[gk]; ok {
+		return id
+	}
+	id = kindID(len(t.kindIDs) + 1)
+	t.kindIDs[gk] = id
+	return id
+}
+
+// validRV returns a *ResourceVersionError unless rv, of obj under key, is
+// well-formed.
+func (t *Tracker) validRV(obj client.Object, key objectKey, rv string) error {
 	// Comparing rv with itself is how CompareResourceVersion validates.
 	if _, err := resourceversion.CompareResourceVersion(rv, rv); err != nil {
-		return &ResourceVersionError{Kind: key.kind, Key: key.ObjectKey, ResourceVersion: rv, Err: err}
+		k, _ := t.kindOf(obj, formOf(obj)) // cached by the keyOf before
+		return &ResourceVersionError{Kind: k.gk, Key: key.ObjectKey, ResourceVersion: rv, Err: err}
 	}
 	return nil
 }

@@ -549,6 +549,17 @@ func TestFormsCatchUpSeparately(t *testing.T) {
 	if err := tr.Check(pod("a", "p1", "9")); err != nil {
 		t.Errorf("typed read after the typed informer caught up = %v, want fresh", err)
 	}
+
+	// A raised expectation must be caught up with again, by every form.
+	if err := tr.ExpectWrite(pod("a", "p1", "11")); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Check(podMetadata("a", "p1", "10")); !errors.Is(err, expectations.ErrStale) {
+		t.Errorf("metadata-only read at rv10 after a write at rv11 = %v, want stale", err)
+	}
+	if err := tr.Check(pod("a", "p1", "10")); !errors.Is(err, expectations.ErrStale) {
+		t.Errorf("typed read at rv10 after a write at rv11 = %v, want stale", err)
+	}
 }
 
 // TestMalformedResourceVersionIsNeverFresh: whatever is recorded, expired or
