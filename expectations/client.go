@@ -44,9 +44,14 @@ func (e *NotRecordedError) Is(target error) bool { return target == ErrNotRecord
 // Unwrap returns the recording error.
 func (e *NotRecordedError) Unwrap() error { return e.Err }
 
-// ClientOptions configure [NewClient]. Tracker is required.
+// ClientOptions configure [NewClient]. The zero value is ready to use.
 type ClientOptions struct {
-	// Tracker records every write of the Client and refuses older reads.
+	// Name labels the metrics of the Tracker NewClient makes when Tracker is
+	// nil.
+	Name string
+	// Tracker records every write of the Client and refuses older reads;
+	// when nil, NewClient makes one named Name on the wrapped client's
+	// scheme.
 	Tracker *Tracker
 	// Owners, when set, records every write and delete of an object whose
 	// controller reference points to its owner kind against that owner, and
@@ -91,7 +96,7 @@ func NewClient(c client.Client, opts ClientOptions) (*Client, error) {
 		return nil, fmt.Errorf("NewClient of a nil client: %w", ErrClientOptions)
 	}
 	if opts.Tracker == nil {
-		return nil, fmt.Errorf("NewClient without a Tracker: %w", ErrClientOptions)
+		opts.Tracker = New(Options{Name: opts.Name, Scheme: c.Scheme()})
 	}
 	return &Client{Client: c, reader: NewReader(c, opts.Tracker), tracker: opts.Tracker, owners: opts.Owners}, nil
 }

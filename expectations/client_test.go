@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -164,22 +165,49 @@ func TestClientFailedWriteIsNotRecorded(t *testing.T) {
 	}
 }
 
-// TestNewClientRefusesBadOptions: no client or no tracker is a typed error.
+// TestNewClientRefusesBadOptions: no client is a typed error.
 func TestNewClientRefusesBadOptions(t *testing.T) {
-	base := fake.NewClientBuilder().Build()
-	tr := expectations.New(expectations.Options{Name: "client-bad-options"})
-	for name, tc := range map[string]struct {
-		c    client.Client
-		opts expectations.ClientOptions
-	}{
-		"nil client": {c: nil, opts: expectations.ClientOptions{Tracker: tr}},
-		"no tracker": {c: base},
-	} {
+	var typedNil *fakeWithWatch
+	for name, c := range map[string]client.Client{"nil client": nil, "typed nil client": typedNil} {
 		t.Run(name, func(t *testing.T) {
-			got, err := expectations.NewClient(tc.c, tc.opts)
+			got, err := expectations.NewClient(c, expectations.ClientOptions{})
 			if !errors.Is(err, expectations.ErrClientOptions) || got != nil {
 				t.Fatalf("NewClient = %v, %v; want nil, ErrClientOptions", got, err)
 			}
 		})
+	}
+}
+
+type fakeWithWatch struct{ client.WithWatch }
+
+// TestClientWriteNotRecordedIsAnError: a write the server took but the
+// tracker cannot record (a kind its scheme does not know) says so with a
+// typed error; without a Tracker, the Client's own tracker knows every kind
+// of the wrapped client's scheme.
+func TestClientWriteNotRecordedIsAnError(t *testing.T) {
+	base := fake.NewClientBuilder().Build()
+	blind := expectations.New(expectations.Options{Name: "client-blind", Scheme: runtime.NewScheme()})
+	c, err := expectations.NewClient(base, expectations.ClientOptions{Tracker: blind})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.Create(t.Context(), configMap("new", "", ""))
+	var nr *expectations.NotRecordedError
+	if !errors.As(err, &nr) || !errors.Is(err, expectations.ErrNotRecorded) || !errors.Is(err, expectations.ErrUnknownKind) {
+		t.Fatalf("Create of a kind the tracker cannot tell = %v, want a *NotRecordedError wrapping ErrUnknownKind", err)
+	}
+	if nr.Verb != "create" || nr.Key.Name != "new" {
+		t.Errorf("NotRecordedError = %+v, want verb create of default/new", nr)
+	}
+	if err := base.Get(t.Context(), client.ObjectKey{Namespace: "default", Name: "new"}, &corev1.ConfigMap{}); err != nil {
+		t.Errorf("the write itself did not happen: %v", err)
+	}
+
+	own, err := expectations.NewClient(base, expectations.ClientOptions{Name: "client-own-tracker"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := own.Create(t.Context(), configMap("other", "", "")); err != nil {
+		t.Errorf("Create through a Client with its own tracker = %v", err)
 	}
 }
