@@ -44,8 +44,9 @@
 //     up with and that has not outlived the TTL, and the object is older than
 //     it: its resourceVersion is lower than the one recorded, compared with
 //     resourceversion.CompareResourceVersion; or it is the incarnation
-//     recorded as deleted; or it is another incarnation (another UID) whose
-//     resourceVersion is not higher. A lower one is an earlier incarnation;
+//     recorded as deleted; or it is another incarnation (another UID; an
+//     empty UID is unknown and matches any) whose resourceVersion is not
+//     higher. A lower one is an earlier incarnation;
 //     an equal one cannot be another object's, since one resourceVersion is
 //     one write, and it was ours. Nothing else is reported stale.
 //   - Kind-aware: nothing read of one kind can satisfy, drop or be refused

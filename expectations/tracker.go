@@ -193,6 +193,10 @@ func (t *Tracker) String() string { return t.name }
 // deletion of the same UID stays a deletion: writing to an object that is
 // being deleted does not bring it back. A write that raises the expectation
 // must be caught up with again by every form.
+//
+// An object that cannot be recorded is an error, and nothing is recorded:
+// ErrNilObject, ErrNoName, ErrUnknownKind (its kind is not in
+// Options.Scheme), or a *ResourceVersionError.
 func (t *Tracker) ExpectWrite(obj client.Object) error {
 	return t.expect(obj, false)
 }
@@ -266,6 +270,8 @@ func merge(prev, next expectation) expectation {
 // Check tells whether obj, read from the cache, is at least as new as what
 // this controller wrote to the object of its kind, namespace and name:
 //
+//   - ErrNilObject, ErrNoName or ErrUnknownKind (wrapped) for an object that
+//     is nil, has no name, or whose kind cannot be told;
 //   - *ResourceVersionError (errors.Is(err, ErrInvalidResourceVersion)) when
 //     obj's resourceVersion cannot be ordered, whatever is recorded, expired
 //     or not; the expectation is kept;
