@@ -44,8 +44,9 @@
 //     up with and that has not outlived the TTL, and the object is older than
 //     it: its resourceVersion is lower than the one recorded, compared with
 //     resourceversion.CompareResourceVersion; or it is the incarnation
-//     recorded as deleted; or it is another incarnation (another UID) whose
-//     resourceVersion is not higher. A lower one is an earlier incarnation;
+//     recorded as deleted; or it is another incarnation (another UID; an
+//     empty UID is unknown and matches any) whose resourceVersion is not
+//     higher. A lower one is an earlier incarnation;
 //     an equal one cannot be another object's, since one resourceVersion is
 //     one write, and it was ours. Nothing else is reported stale.
 //   - Kind-aware: nothing read of one kind can satisfy, drop or be refused
@@ -53,7 +54,8 @@
 //     Options.Scheme (client-go's scheme.Scheme when nil) has for its Go
 //     type; unstructured and metadata-only objects carry theirs. An object
 //     whose kind cannot be told is an ErrUnknownKind error from every call
-//     that takes it, never taken as fresh.
+//     that takes it and returns an error, never taken as fresh; Satisfied and
+//     Predicate say false.
 //   - Per form: controller-runtime keeps one informer per kind and form
 //     (typed, *metav1.PartialObjectMetadata, *unstructured.Unstructured),
 //     each with its own lag, and one Reader may serve them all. Each form
@@ -71,10 +73,10 @@
 //     NotFound is never stale, so a broken watch or a deleted object delays a
 //     reconcile by at most the TTL.
 //   - Bounded: an expectation stops being pending when the first form catches
-//     up with it. It is dropped when every form has caught up, by the check
-//     that meets it after its TTL, or by a sweep that writes run at most once
-//     per TTL, for any TTL up to the largest time.Duration. Memory follows the
-//     writes of the last two TTLs.
+//     up with it. It is dropped when every form has caught up with it, by a
+//     check or CheckAbsent in a form that has not once its TTL is over, or by
+//     a sweep that writes run at most once per TTL, for any TTL up to the
+//     largest time.Duration. Memory follows the writes of the last two TTLs.
 //   - Cheap: checking an object with no expectation, or a fresh one, does not
 //     allocate and takes a read lock on one of 64 shards; a form's first
 //     fresh read takes that shard's write lock. The scheme is asked once per

@@ -55,10 +55,10 @@ type Tracker struct {
 	scheme *runtime.Scheme
 	m      trackerMetrics
 	// typedKinds caches the kind of each typed Go type the scheme resolved,
-	// so that the check path neither asks the scheme nor allocates; last is
-	// the one looked up last, the usual answer for a tracker of one kind.
+	// so that the check path neither asks the scheme nor allocates; first is
+	// the first one resolved, the usual answer for a tracker of one kind.
 	typedKinds sync.Map // reflect.Type -> *typedKind
-	last       atomic.Pointer[typedKind]
+	first      atomic.Pointer[typedKind]
 	// kindIDs numbers the kinds seen, so that a key holds a number rather
 	// than two more strings to hash and compare.
 	kindMu  sync.RWMutex
@@ -193,6 +193,10 @@ func (t *Tracker) String() string { return t.name }
 // deletion of the same UID stays a deletion: writing to an object that is
 // being deleted does not bring it back. A write that raises the expectation
 // must be caught up with again by every form.
+//
+// An object that cannot be recorded is an error, and nothing is recorded:
+// ErrNilObject, ErrNoName, ErrUnknownKind (its kind is not in
+// Options.Scheme), or a *ResourceVersionError.
 func (t *Tracker) ExpectWrite(obj client.Object) error {
 	return t.expect(obj, false)
 }
@@ -266,6 +270,8 @@ func merge(prev, next expectation) expectation {
 // Check tells whether obj, read from the cache, is at least as new as what
 // this controller wrote to the object of its kind, namespace and name:
 //
+//   - ErrNilObject, ErrNoName or ErrUnknownKind (wrapped) for an object that
+//     is nil, has no name, or whose kind cannot be told;
 //   - *ResourceVersionError (errors.Is(err, ErrInvalidResourceVersion)) when
 //     obj's resourceVersion cannot be ordered, whatever is recorded, expired
 //     or not; the expectation is kept;
@@ -618,13 +624,11 @@ func (t *Tracker) kindOf(obj client.Object, f form) (kind, error) {
 		return kind{gk: gk, id: t.kindID(gk)}, nil
 	}
 	typ := reflect.TypeOf(obj)
-	if last := t.last.Load(); last != nil && last.typ == typ {
-		return last.kind, nil
+	if first := t.first.Load(); first != nil && first.typ == typ {
+		return first.kind, nil
 	}
 	if v, ok := t.typedKinds.Load(typ); ok {
-		tk := v.(*typedKind)
-		t.last.Store(tk)
-		return tk.kind, nil
+		return v.(*typedKind).kind, nil
 	}
 	gk, err := t.schemeKind(obj)
 	if err != nil {
@@ -632,6 +636,9 @@ func (t *Tracker) kindOf(obj client.Object, f form) (kind, error) {
 	}
 	tk := &typedKind{typ: typ, kind: kind{gk: gk, id: t.kindID(gk)}}
 	t.typedKinds.Store(typ, tk)
+	// The first type stays in front: rewriting it as kinds alternate would
+	// make every check write a line that all checks read.
+	t.first.CompareAndSwap(nil, tk)
 	return tk.kind, nil
 }
 
@@ -676,12 +683,32 @@ func (t *Tracker) kindID(gk schema.GroupKind) kindID {
 // validRV returns a *ResourceVersionError unless rv, of obj under key, is
 // well-formed.
 func (t *Tracker) validRV(obj client.Object, key objectKey, rv string) error {
-	// Comparing rv with itself is how CompareResourceVersion validates.
-	if _, err := resourceversion.CompareResourceVersion(rv, rv); err != nil {
-		k, _ := t.kindOf(obj, formOf(obj)) // cached by the keyOf before
-		return &ResourceVersionError{Kind: k.gk, Key: key.ObjectKey, ResourceVersion: rv, Err: err}
+	if wellFormed(rv) {
+		return nil
 	}
-	return nil
+	// Comparing rv with itself is how CompareResourceVersion validates; its
+	// error is the cause the caller may look for.
+	_, err := resourceversion.CompareResourceVersion(rv, rv)
+	if err == nil { // unreachable while the two agree, as FuzzCheck proves
+		err = fmt.Errorf("not a positive decimal integer")
+	}
+	k, _ := t.kindOf(obj, formOf(obj)) // cached by the keyOf before
+	return &ResourceVersionError{Kind: k.gk, Key: key.ObjectKey, ResourceVersion: rv, Err: err}
+}
+
+// wellFormed reports whether rv is a positive decimal integer without
+// leading zeros: the form the API server emits and CompareResourceVersion
+// orders. It is that function's test, inlined for the check path.
+func wellFormed(rv string) bool {
+	if rv == "" || rv[0] == '0' {
+		return false
+	}
+	for i := 0; i < len(rv); i++ {
+		if rv[i] < '0' || rv[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // sameUID treats an empty UID as unknown, matching any: objects built by

@@ -427,6 +427,9 @@ func TestSweep(t *testing.T) {
 	if got := metrics.delta("racesafe_expectations_expired_total"); got != 100 {
 		t.Errorf("expired = %v, want 100", got)
 	}
+	if got := metrics.delta("racesafe_expectations_sweeps_total"); got != 1 {
+		t.Errorf("sweeps = %v, want 1", got)
+	}
 	if got := metrics.delta("racesafe_expectations_pending"); got != 2 {
 		t.Errorf("pending gauge = %v, want 2", got)
 	}
@@ -681,6 +684,33 @@ func TestCaughtUpExpectationIsDropped(t *testing.T) {
 			t.Errorf("after every form caught up, the record was kept: Pending() = %d, want 1", got)
 		}
 	})
+	t.Run("a form behind meets it after the TTL", func(t *testing.T) {
+		for name, settle := range map[string]func(tr *expectations.Tracker) error{
+			"Check": func(tr *expectations.Tracker) error { return tr.Check(podMetadata("a", "p1", "3")) },
+			"CheckAbsent": func(tr *expectations.Tracker) error {
+				return tr.CheckAbsent(client.ObjectKey{Namespace: "default", Name: "a"}, podMetadata("", "", ""))
+			},
+		} {
+			clk := newFakeClock()
+			tr := expectations.New(expectations.Options{Name: "dropped-ttl-" + name, TTL: ttl, Clock: clk})
+			if err := tr.ExpectWrite(pod("a", "p1", "10")); err != nil {
+				t.Fatal(err)
+			}
+			if err := tr.Check(pod("a", "p1", "10")); err != nil {
+				t.Fatal(err)
+			}
+			clk.Step(ttl)
+			if err := settle(tr); err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			if err := tr.ExpectWrite(pod("a", "p1", "5")); err != nil {
+				t.Fatal(err)
+			}
+			if got := tr.Pending(); got != 1 {
+				t.Errorf("%s after the TTL kept the record: Pending() = %d, want 1", name, got)
+			}
+		}
+	})
 	t.Run("sweep", func(t *testing.T) {
 		clk := newFakeClock()
 		tr := expectations.New(expectations.Options{Name: "dropped-sweep", TTL: ttl, Clock: clk})
@@ -743,6 +773,14 @@ func TestUnknownKindIsAnError(t *testing.T) {
 		if tr.Satisfied(obj) {
 			t.Errorf("Satisfied(%T) = true", obj)
 		}
+	}
+
+	twice := runtime.NewScheme()
+	twice.AddKnownTypes(schema.GroupVersion{Group: "a.example.com", Version: "v1"}, &widget{})
+	twice.AddKnownTypes(schema.GroupVersion{Group: "b.example.com", Version: "v1"}, &widget{})
+	ambiguous := expectations.New(expectations.Options{Name: "ambiguous-kind", Scheme: twice})
+	if err := ambiguous.ExpectWrite(w); !errors.Is(err, expectations.ErrUnknownKind) {
+		t.Errorf("ExpectWrite of a type registered as two kinds = %v, want ErrUnknownKind", err)
 	}
 
 	s := runtime.NewScheme()
