@@ -37,6 +37,41 @@
 // object's kind comes from Options.Scheme, by its Go type; pass the
 // manager's scheme (mgr.GetScheme()) when the tracker sees your own kinds.
 //
+// # Owned objects and Lists
+//
+// A controller that creates children with generateName and decides from a
+// cached List of them creates a second child when the List comes from a
+// cache that has not seen the first Create: the ReplicaSet problem. An
+// OwnerTracker records each write of an owned object against its owner (key
+// and UID) and the owned kind (Wrote, Deleted; WroteOwned and DeletedOwned
+// find the owner from the controller reference), and the owner's reconcile
+// asks, before any List, whether the cache of every kind recorded is at
+// least that new:
+//
+//	if err := owners.Check(ctx, &rs); err != nil {
+//		return requeue.OnStale(err, time.Second)
+//	}
+//
+// The cache's version of a kind is client-go's store version,
+// LastStoreSyncResourceVersion, where the informer exposes its store (a
+// cluster-wide cache, AtomicFIFO on). Where it does not (a multi-namespace
+// cache) or answers "" (AtomicFIFO off), it is the highest resourceVersion an
+// event handler saw in the owned object's namespace: a watch delivers one
+// stream in resourceVersion order, and a multi-namespace cache runs one
+// stream per namespace. A deletion is awaited by UID, until the cache shows
+// the object gone, replaced, or terminating.
+//
+// # A drop-in client
+//
+// Client wraps a controller's client.Client: every write it makes is
+// recorded with a Tracker (and, for owned objects, an OwnerTracker), and its
+// Get refuses a stale object or an owner whose children's cache lags, with
+// the caller's object left untouched. A controller that reads and writes
+// through it needs no other change than the wiring, and a requeue.Floor that
+// turns the refusals into short requeues:
+//
+//	c, err := expectations.NewClient(mgr.GetClient(), expectations.ClientOptions{Name: "replicaset", Owners: owners})
+//
 // # Guarantees
 //
 //   - Exact: a cached object is stale if and only if an expectation is
@@ -86,6 +121,40 @@
 //     _expired_total, _sweeps_total, and _catch_up_seconds, the informer lag
 //     seen in production.
 //
+// An OwnerTracker guarantees:
+//
+//   - Non-blocking: a cache behind is an *OwnerStaleError, errors.Is(err,
+//     ErrStale), which requeue.OnStale turns into a short requeue without
+//     rate-limiter backoff.
+//   - Woken: Source, passed to builder.WatchesRawSource, enqueues the owner
+//     when the owned kind's informer delivers what it waits for, once per
+//     write recorded; it does not poll.
+//   - Bounded: after the TTL a record is dropped and counted expired, and
+//     Check returns nil; with LiveReadOnExpiry it returns an
+//     *OwnerExpiredError once, which is not ErrStale: take that reconcile's
+//     decision from the API reader.
+//   - Strict: a resourceVersion that cannot be ordered, written or cached,
+//     is an *OwnerResourceVersionError, never ready.
+//   - Exact per owner: a record for another UID of the owner's key is
+//     dropped; satisfied records are dropped by the Check that sees them;
+//     Forget drops a deleted owner's records; a sweep on the write path, at
+//     most once per TTL, drops the rest.
+//   - Cheap: Check of an owner with nothing recorded does not allocate.
+//   - Observable: racesafe_owner_expectations_skips_total{owner_kind,
+//     owned_kind}, _expired_total, _cache_resource_version (best effort:
+//     integer resourceVersions only) and _catch_up_seconds, per tracker.
+//
+// A Client guarantees:
+//
+//   - Recorded: a successful Create, Update, Patch, or Status() or
+//     SubResource() Update or Patch records the server's answer; a
+//     successful Delete of an owned object records the deletion against its
+//     owner. A failed or dry-run write records nothing. A write the server
+//     took whose expectation cannot be recorded is a *NotRecordedError
+//     (errors.Is ErrNotRecorded), never a silent success.
+//   - Untouched on refusal: a Get that would go back in time returns the
+//     error, errors.Is ErrStale, and leaves the caller's object as it was.
+//
 // # What it does not do
 //
 //   - It does not block. controller-runtime's
@@ -94,12 +163,15 @@
 //     stalled watch then holds a worker. Here the caller requeues, and the
 //     worker serves other objects.
 //   - It does not check List: a list is one snapshot of many objects; Check
-//     the items you act on.
+//     the items you act on, and guard the owner of what you List with an
+//     OwnerTracker.
 //   - It does not replace optimistic locking. It makes stale reads visible to
 //     the reader; only the resourceVersion precondition of an update stops a
 //     stale write at the server, and only AlreadyExists stops a second create
 //     after the NotFound that CheckAbsent lets through.
-//   - It does not start goroutines or talk to the API server.
+//   - It does not start goroutines or talk to the API server: an
+//     OwnerTracker adds event handlers to the cache's informers, and a
+//     Client's writes are the wrapped client's.
 //
 // Predicate wakes a controller whose filters would drop the status-only event
 // that satisfies a pending expectation.
