@@ -47,6 +47,9 @@ func TestOwnerIntegration(t *testing.T) {
 	t.Run("StaleAfterChildCreateUntilCacheSeesIt/multi-namespace handler", func(t *testing.T) {
 		testOwnerStaleUntilWatchDelivers(t, env.Config, direct, "handler", true)
 	})
+	t.Run("ClientRecordsOwnedWrites", func(t *testing.T) {
+		testClientRecordsOwnedWrites(t, env.Config, direct)
+	})
 	t.Run("WakesOwnerOnCatchUp/cluster-wide", func(t *testing.T) {
 		testOwnerWakesOnCatchUp(t, env.Config, direct, false)
 	})
@@ -100,27 +103,7 @@ func newOwnedSecret(t *testing.T, owner *corev1.ConfigMap) *corev1.Secret {
 func testOwnerStaleUntilWatchDelivers(t *testing.T, cfg *rest.Config, direct client.Client, ns string, multiNamespace bool) {
 	ctx := t.Context()
 	makeNamespace(t, direct, ns)
-	gate := &watchGate{}
-	cacheConfig := rest.CopyConfig(cfg)
-	cacheConfig.Wrap(gate.wrap)
-	opts := cache.Options{}
-	if multiNamespace {
-		opts.DefaultNamespaces = map[string]cache.Config{ns: {}, "default": {}}
-	}
-	informers, err := cache.New(cacheConfig, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cacheCtx, stopCache := context.WithCancel(ctx)
-	stopped := make(chan error, 1)
-	go func() { stopped <- informers.Start(cacheCtx) }()
-	t.Cleanup(func() {
-		gate.release()
-		stopCache()
-		if err := <-stopped; err != nil {
-			t.Errorf("cache: %v", err)
-		}
-	})
+	informers, gate := gatedCache(t, cfg, ns, multiNamespace)
 	name := "owner-integration-" + ns
 	tr, err := expectations.NewOwnerTracker(expectations.OwnerOptions{Name: name, For: &corev1.ConfigMap{}, Cache: informers})
 	if err != nil {
@@ -191,6 +174,34 @@ func testOwnerStaleUntilWatchDelivers(t *testing.T, cfg *rest.Config, direct cli
 	if n := tr.Pending(); n != 0 {
 		t.Errorf("Pending = %d, want 0", n)
 	}
+}
+
+// gatedCache starts a cache whose watches deliver nothing while gate is
+// held; multiNamespace makes it a multi-namespace cache over ns and default.
+func gatedCache(t *testing.T, cfg *rest.Config, ns string, multiNamespace bool) (cache.Cache, *watchGate) {
+	t.Helper()
+	gate := &watchGate{}
+	cacheConfig := rest.CopyConfig(cfg)
+	cacheConfig.Wrap(gate.wrap)
+	opts := cache.Options{}
+	if multiNamespace {
+		opts.DefaultNamespaces = map[string]cache.Config{ns: {}, "default": {}}
+	}
+	informers, err := cache.New(cacheConfig, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cacheCtx, stopCache := context.WithCancel(t.Context())
+	stopped := make(chan error, 1)
+	go func() { stopped <- informers.Start(cacheCtx) }()
+	t.Cleanup(func() {
+		gate.release()
+		stopCache()
+		if err := <-stopped; err != nil {
+			t.Errorf("cache: %v", err)
+		}
+	})
+	return informers, gate
 }
 
 func metricCounter(t *testing.T, name string, labels map[string]string) float64 {

@@ -1,0 +1,84 @@
+package expectations_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/racesafe/racesafe/expectations"
+)
+
+// testClientRecordsOwnedWrites: through the drop-in Client, the Create and
+// the Delete of an owned object each make a Get of the owner refuse, with
+// the caller's object untouched, until the cache has seen them.
+func testClientRecordsOwnedWrites(t *testing.T, cfg *rest.Config, direct client.Client) {
+	ctx := t.Context()
+	ns := "client-owned"
+	makeNamespace(t, direct, ns)
+	informers, gate := gatedCache(t, cfg, ns, false)
+	owners, err := expectations.NewOwnerTracker(expectations.OwnerOptions{Name: "client-owned", For: &corev1.ConfigMap{}, Cache: informers})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cached, err := client.New(cfg, client.Options{Cache: &client.CacheOptions{Reader: informers}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := expectations.NewClient(cached, expectations.ClientOptions{Name: "client-owned", Owners: owners})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := informers.GetInformer(ctx, &corev1.Secret{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := informers.GetInformer(ctx, &corev1.ConfigMap{}); err != nil {
+		t.Fatal(err)
+	}
+	if !informers.WaitForCacheSync(ctx) {
+		t.Fatal("cache did not sync")
+	}
+	owner := createOwner(t, direct, ns)
+	key := client.ObjectKeyFromObject(owner)
+	waitFor(t, "the cache to show the owner", func(ctx context.Context) (bool, error) {
+		err := c.Get(ctx, key, &corev1.ConfigMap{})
+		return err == nil, client.IgnoreNotFound(err)
+	})
+
+	refusedUntilRelease := func(what string) {
+		t.Helper()
+		held := owner.DeepCopy()
+		err := c.Get(ctx, key, held)
+		var stale *expectations.OwnerStaleError
+		if !errors.As(err, &stale) || !errors.Is(err, expectations.ErrStale) {
+			t.Fatalf("Get of the owner after %s, watch held = %v, want *OwnerStaleError", what, err)
+		}
+		if held.ResourceVersion != owner.ResourceVersion || held.Data["marker"] != owner.Data["marker"] {
+			t.Errorf("refused Get changed the caller's object")
+		}
+		gate.release()
+		waitFor(t, "the owner Get to pass after "+what, func(ctx context.Context) (bool, error) {
+			err := c.Get(ctx, key, &corev1.ConfigMap{})
+			if errors.Is(err, expectations.ErrStale) {
+				return false, nil
+			}
+			return err == nil, err
+		})
+	}
+
+	gate.hold()
+	child := newOwnedSecret(t, owner)
+	if err := c.Create(ctx, child); err != nil {
+		t.Fatal(err)
+	}
+	refusedUntilRelease("the child's Create")
+
+	gate.hold()
+	if err := c.Delete(ctx, child); err != nil {
+		t.Fatal(err)
+	}
+	refusedUntilRelease("the child's Delete")
+}
