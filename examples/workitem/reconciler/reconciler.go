@@ -67,7 +67,7 @@ func New(mgr ctrl.Manager, opts Options) *Reconciler {
 	if opts.StaleRequeue <= 0 {
 		opts.StaleRequeue = 200 * time.Millisecond
 	}
-	tracker := expectations.New(expectations.Options{Name: "workitem"})
+	tracker := expectations.New(expectations.Options{Name: "workitem", Scheme: mgr.GetScheme()})
 	r := &Reconciler{
 		reader:    expectations.NewReader(mgr.GetClient(), tracker),
 		tracker:   tracker,
