@@ -16,9 +16,13 @@
 //     the delay after every write.
 //   - [Faults] injects 409 Conflict, 500 and 429 (with Retry-After) into a
 //     controller-runtime client's updates and patches, through
-//     interceptor.NewClient, at given rates from a seeded random source.
+//     interceptor.NewClient, at given rates from a seeded random source;
+//     [Faults.NewClient] puts them into every write of a manager's client.
 //   - [CountRequests] counts the requests a client sends by verb and resource
 //     ([Classify] names them), for "API calls per transition" in benchmarks.
+//   - [WithoutRateLimit] returns a copy of a *rest.Config with client-go's
+//     client-side rate limit turned off, so that a burst of reconciles is
+//     paced by the API server and the controller, not by a token bucket.
 //
 // # Guarantees
 //
@@ -34,6 +38,12 @@
 //     faults. Rates out of [0, 1] are a [*FaultOptionsError], not a panic.
 //   - The errors are the API server's: apierrors.IsConflict,
 //     IsInternalError, IsTooManyRequests and SuggestsClientDelay hold.
+//   - Nothing sent on a fault: an injected fault replaces the call, so the
+//     write never reaches the server; with [Faults.NewClient] this holds for
+//     every write of the manager's client.
+//   - Unlimited: a client built from WithoutRateLimit's copy has no
+//     client-side rate limiter, whatever QPS, Burst or RateLimiter the
+//     original had; the original is not modified.
 //   - Safe for concurrent use: Faults and Counter; a lagged body may be
 //     closed while a Read waits, which then returns at once.
 //
@@ -56,7 +66,7 @@
 // The manager's client writes straight to the server; its cache, and so
 // every cached r.Get, sees each write 300 ms late:
 //
-//	mgr, err := manager.New(env.Config, manager.Options{
+//	mgr, err := manager.New(cfg, manager.Options{
 //		NewCache: racetest.LaggedCache(racetest.LagOptions{Delay: 300 * time.Millisecond}),
 //	})
 //
@@ -70,12 +80,50 @@
 // Pass a manager's HTTPClient to neither: it is built from the unlagged
 // config, so watches through it would not lag. LaggedCache replaces it.
 //
-// # Faults and counts
+// # Faults
+//
+// Every write of the manager's client, and so of every reconciler it runs,
+// may fail; log the seed so that a failure can be replayed:
 //
 //	faults, err := racetest.NewFaults(racetest.FaultOptions{Seed: seed, Conflict: 0.2})
-//	c := interceptor.NewClient(mgr.GetClient(), faults.Funcs())
-//	// ... run the reconciler with c; t.Logf("seed %d", seed) to replay
+//	if err != nil {
+//		t.Fatal(err)
+//	}
+//	t.Logf("faults seed %d", seed)
+//	mgr, err := manager.New(cfg, manager.Options{NewClient: faults.NewClient})
 //
-//	counted, counter := racetest.CountRequests(env.Config)
-//	// ... build the client from counted; counter.Count("patch", "workitems/status")
+// interceptor.NewClient wraps a client.WithWatch, which mgr.GetClient() is
+// not. Outside a manager, wrap a client from client.NewWithWatch:
+//
+//	base, err := client.NewWithWatch(cfg, client.Options{})
+//	if err != nil {
+//		t.Fatal(err)
+//	}
+//	c := interceptor.NewClient(base, faults.Funcs())
+//
+// # Counts
+//
+//	counted, counter := racetest.CountRequests(cfg)
+//	c, err := client.New(counted, client.Options{})
+//	if err != nil {
+//		t.Fatal(err)
+//	}
+//	// ... set up, then:
+//	counter.Reset()
+//	// ... drive one transition, then:
+//	t.Logf("%d status patches in %d requests", counter.Count("patch", "workitems/status"), counter.Total())
+//
+// # Client-side rate limits
+//
+// A burst of reconciles can spend its time waiting on the client's own rate
+// limiter rather than on the API server. A rest.Config whose QPS is 0 gets
+// client-go's default of rest.DefaultQPS (5) requests per second with a burst
+// of rest.DefaultBurst (10), per client; envtest's config allows 1000 QPS
+// (burst 2000) and ctrl.GetConfig turns the limit off, but a config built
+// another way, or given an explicit QPS, keeps its limit. Lift it before
+// building the manager, so that what a benchmark or a race test measures is
+// the controller:
+//
+//	cfg = racetest.WithoutRateLimit(cfg)
+//	mgr, err := manager.New(cfg, manager.Options{})
 package racetest

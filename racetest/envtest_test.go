@@ -10,12 +10,15 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/racesafe/racesafe/internal/testenv"
 	"github.com/racesafe/racesafe/racetest"
@@ -36,6 +39,9 @@ func TestEnvtest(t *testing.T) {
 	})
 	t.Run("CounterCountsAKnownSequence", func(t *testing.T) {
 		testCounter(t, env.Config)
+	})
+	t.Run("FaultsReachEveryWriteOfTheManagersClient", func(t *testing.T) {
+		testManagerFaults(t, env.Config)
 	})
 }
 
@@ -241,5 +247,42 @@ func testCounter(t *testing.T, cfg *rest.Config) {
 	}
 	if total := counter.Total(); total < 5 {
 		t.Errorf("Total() = %d, want at least the 5 resource requests", total)
+	}
+}
+
+// testManagerFaults wires Faults into a manager as the doc shows: the
+// manager's own client fails the write, which never reaches the server.
+func testManagerFaults(t *testing.T, cfg *rest.Config) {
+	direct := directClient(t, cfg)
+	cm := createConfigMap(t, direct)
+	faults, err := racetest.NewFaults(racetest.FaultOptions{Seed: 1, Conflict: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgr, err := manager.New(cfg, manager.Options{
+		NewClient:              faults.NewClient,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+	})
+	if err != nil {
+		t.Fatalf("manager.New: %v", err)
+	}
+	t.Cleanup(func() { utilnet.CloseIdleConnectionsFor(mgr.GetHTTPClient().Transport) })
+
+	changed := cm.DeepCopy()
+	changed.Data["step"] = "2"
+	if err := mgr.GetClient().Update(t.Context(), changed); !apierrors.IsConflict(err) {
+		t.Fatalf("Update through the manager's client: %v, want a 409 Conflict", err)
+	}
+	if got := faults.Injected().Of(racetest.FaultConflict); got != 1 {
+		t.Errorf("conflicts injected = %d, want 1", got)
+	}
+	var live corev1.ConfigMap
+	if err := direct.Get(t.Context(), client.ObjectKeyFromObject(cm), &live); err != nil {
+		t.Fatal(err)
+	}
+	if live.Data["step"] != "1" || live.ResourceVersion != cm.ResourceVersion {
+		t.Errorf("server has step %q at resourceVersion %s, want the untouched %q at %s",
+			live.Data["step"], live.ResourceVersion, "1", cm.ResourceVersion)
 	}
 }

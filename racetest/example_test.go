@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net/url"
 	"strings"
+	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -109,30 +110,80 @@ func ExampleClassify() {
 }
 
 // A manager whose client writes at once and whose cache sees every write
-// 300 ms late, with up to 100 ms of jitter.
+// 300 ms late.
 func ExampleLaggedCache() {
 	var cfg *rest.Config // from envtest
-	_, _ = manager.New(cfg, manager.Options{
-		NewCache: racetest.LaggedCache(racetest.LagOptions{
-			Delay:  300 * time.Millisecond,
-			Jitter: func() time.Duration { return rand.N(100 * time.Millisecond) },
-		}),
+	mgr, err := manager.New(cfg, manager.Options{
+		NewCache: racetest.LaggedCache(racetest.LagOptions{Delay: 300 * time.Millisecond}),
 	})
+	_, _ = mgr, err
 }
 
-// A cache outside a manager takes the lagged config directly.
+// A cache outside a manager takes the lagged config directly; here with up to
+// 100 ms of jitter on top of the delay.
 func ExampleWithWatchLag() {
 	var cfg *rest.Config // from envtest
-	_, _ = cache.New(racetest.WithWatchLag(cfg, racetest.LagOptions{Delay: time.Second}), cache.Options{})
+	c, err := cache.New(racetest.WithWatchLag(cfg, racetest.LagOptions{
+		Delay:  300 * time.Millisecond,
+		Jitter: func() time.Duration { return rand.N(100 * time.Millisecond) },
+	}), cache.Options{})
+	_, _ = c, err
+}
+
+// Every write of a manager's client may fail, so every reconciler the
+// manager runs meets the faults.
+func ExampleFaults_NewClient() {
+	var (
+		t    *testing.T   // the test's
+		cfg  *rest.Config // from envtest
+		seed = rand.Uint64()
+	)
+	faults, err := racetest.NewFaults(racetest.FaultOptions{Seed: seed, Conflict: 0.2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("faults seed %d", seed)
+	mgr, err := manager.New(cfg, manager.Options{NewClient: faults.NewClient})
+	_, _ = mgr, err
+}
+
+// Outside a manager, Funcs wraps a client.WithWatch.
+func ExampleFaults_Funcs() {
+	var (
+		t      *testing.T   // the test's
+		cfg    *rest.Config // from envtest
+		faults *racetest.Faults
+	)
+	base, err := client.NewWithWatch(cfg, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := interceptor.NewClient(base, faults.Funcs())
+	_ = c
 }
 
 // API calls per transition: reset after setup, count after the transition.
 func ExampleCountRequests() {
-	var cfg *rest.Config // from envtest
+	var (
+		t   *testing.T   // the test's
+		cfg *rest.Config // from envtest
+	)
 	counted, counter := racetest.CountRequests(cfg)
-	c, _ := client.New(counted, client.Options{})
-	_ = c // ... set up, then:
+	c, err := client.New(counted, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// ... set up, then:
 	counter.Reset()
 	// ... drive one transition, then:
-	fmt.Println(counter.Count("patch", "workitems/status"), counter.Total())
+	t.Logf("%d status patches in %d requests", counter.Count("patch", "workitems/status"), counter.Total())
+	_ = c
+}
+
+// A manager whose clients are not paced by client-go's rate limiter.
+func ExampleWithoutRateLimit() {
+	var cfg *rest.Config // from envtest, or any other
+	cfg = racetest.WithoutRateLimit(cfg)
+	mgr, err := manager.New(cfg, manager.Options{})
+	_, _ = mgr, err
 }

@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 )
@@ -100,7 +101,8 @@ func (e *FaultOptionsError) Is(target error) bool { return target == ErrInvalidF
 
 // Faults injects API errors into a controller-runtime client's writes, at
 // given rates, from a seeded random source. Use it as
-// interceptor.NewClient(c, f.Funcs()). A Faults is safe for concurrent use;
+// interceptor.NewClient(c, f.Funcs()) on a client.WithWatch c, or as a
+// manager's client through [Faults.NewClient]. A Faults is safe for concurrent use;
 // calls draw from one source in the order they reach it, so a replay is exact
 // only when the calls come in the same order (one reconcile worker).
 //
@@ -288,4 +290,20 @@ func (f *Faults) Funcs() interceptor.Funcs {
 			return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
 		},
 	}
+}
+
+// NewClient is a client.NewClientFunc for manager.Options.NewClient: it builds
+// the client the manager would, reading from its cache, and injects f's
+// faults into its writes, so every reconciler the manager runs sees them:
+//
+//	mgr, err := manager.New(cfg, manager.Options{NewClient: faults.NewClient})
+//
+// interceptor.NewClient needs a client.WithWatch, which mgr.GetClient() is
+// not; outside a manager, wrap a client from client.NewWithWatch.
+func (f *Faults) NewClient(cfg *rest.Config, o client.Options) (client.Client, error) {
+	c, err := client.NewWithWatch(cfg, o)
+	if err != nil {
+		return nil, fmt.Errorf("client for injected faults: %w", err)
+	}
+	return interceptor.NewClient(c, f.Funcs()), nil
 }

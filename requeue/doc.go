@@ -39,17 +39,28 @@
 //     so an interval changed in a hot-reloaded configuration applies to the
 //     next reconcile, without a restart.
 //   - Bounded jitter: [Jitter] spreads requeues over [d, d·(1+maxFactor)) and
-//     never below the interval it jitters; its random source can be injected.
+//     never below the interval it jitters, for any maxFactor (+Inf, NaN and
+//     negative included) and any draw; a zero, negative or NaN maxFactor or
+//     draw adds nothing, and a delay beyond the largest time.Duration is
+//     capped there. Its random source can be injected.
 //   - Quiet on stale reads: [OnStale] turns an expectations.ErrStale into a
 //     short RequeueAfter with a nil error, so the rate limiter does not back
 //     off and the log shows no error for what is an expected, transient state.
 //   - Terminal unwraps: [Terminal] wraps reconcile.TerminalError, so
-//     errors.Is, errors.As and apierrors.IsX still see the cause.
+//     errors.Is, errors.As and apierrors.IsX still see the cause. A nil
+//     error becomes a terminal [ErrNilTerminal], never a success.
 //   - Floor: [Floor] wraps any reconciler. An empty result with no error for
 //     a request that its Settled function reports unsettled is replaced by a
-//     requeue after the Interval, logged and counted in
-//     racesafe_requeue_floor_total{name,reason} on controller-runtime's
-//     metrics registry. Errors and explicit requeues pass through untouched.
+//     requeue after the Interval, logged through the context's logger and
+//     counted in racesafe_requeue_floor_total{name,reason} on
+//     controller-runtime's metrics registry. A nil Settled reports every
+//     request unsettled; an error from Settled is returned wrapped, so the
+//     request is retried rather than dropped. Errors and explicit requeues
+//     pass through untouched, without a call to Settled, except an error
+//     that errors.Is expectations.ErrStale: Floor turns it into a requeue
+//     after StaleAfter with a nil error, as OnStale does, counted in
+//     racesafe_requeue_floor_stale_total{name}. A Floor around a nil
+//     reconciler returns [ErrNilReconciler], never panics.
 //
 // # What it does not do
 //

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -102,4 +103,67 @@ func ExampleFloor() {
 	// Output:
 	// a 15s <nil>
 	// b 0s <nil>
+}
+
+// incidentConfig and configManager stand in for the incident's configuration,
+// reloaded while the controller runs.
+type incidentConfig struct{ SyncStatusCheckInterval time.Duration }
+
+type configManager struct {
+	cfg atomic.Pointer[incidentConfig]
+}
+
+func (m *configManager) Get() *incidentConfig { return m.cfg.Load() }
+
+type incidentReconciler struct {
+	ConfigManager *configManager
+	checkInterval requeue.Interval
+}
+
+// naive is the incident's switch: its default branch ends the reconcile.
+func (r *incidentReconciler) naive(phase string) (ctrl.Result, error) {
+	switch phase {
+	case "Deleted":
+		return ctrl.Result{}, nil
+	default:
+		return ctrl.Result{}, nil
+	}
+}
+
+// handFixed is the incident's hand fix, which a configuration of 0 undoes.
+func (r *incidentReconciler) handFixed(phase string) (ctrl.Result, error) {
+	switch phase {
+	case "Deleted":
+		return ctrl.Result{}, nil
+	default:
+		return ctrl.Result{RequeueAfter: r.ConfigManager.Get().SyncStatusCheckInterval}, nil
+	}
+}
+
+// withRequeue says what every branch waits for.
+func (r *incidentReconciler) withRequeue(phase string) (ctrl.Result, error) {
+	switch phase {
+	case "Deleted":
+		return ctrl.Result{}, nil
+	default:
+		return requeue.AfterInterval(r.checkInterval)
+	}
+}
+
+// The default branch of the incident's switch three ways: the naive one never
+// comes back, the hand fix comes back unless the configuration says 0, and
+// AfterInterval always comes back.
+func Example_defaultBranch() {
+	r := &incidentReconciler{ConfigManager: &configManager{}}
+	r.checkInterval = func() time.Duration { return r.ConfigManager.Get().SyncStatusCheckInterval }
+	for _, interval := range []time.Duration{time.Minute, 0} {
+		r.ConfigManager.cfg.Store(&incidentConfig{SyncStatusCheckInterval: interval})
+		naive, _ := r.naive("Deleting")
+		handFixed, _ := r.handFixed("Deleting")
+		withRequeue, _ := r.withRequeue("Deleting")
+		fmt.Println(naive.RequeueAfter, handFixed.RequeueAfter, withRequeue.RequeueAfter)
+	}
+	// Output:
+	// 0s 1m0s 1m0s
+	// 0s 0s 30s
 }

@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/racesafe/racesafe/expectations"
 )
 
 // ErrNilReconciler is returned by a [FloorReconciler] that wraps no
@@ -42,6 +45,12 @@ type FloorOptions[Req comparable] struct {
 	// request is retried with backoff rather than dropped. A nil Settled
 	// counts every request as unsettled, reason [ReasonNoSettledFunc].
 	Settled func(ctx context.Context, req Req) (settled bool, reason string, err error)
+
+	// StaleAfter is the delay of the requeue Floor returns in place of an
+	// error that errors.Is expectations.ErrStale (a stale read refused, a
+	// phase that moved under a stale copy), as [OnStale] does; zero or
+	// negative means [DefaultStaleAfter].
+	StaleAfter time.Duration
 }
 
 // FloorReconciler is the reconciler [Floor] returns. It is safe for
@@ -58,6 +67,13 @@ type FloorReconciler[Req comparable] struct {
 // racesafe_requeue_floor_total{name,reason}. An error from r and a result
 // that already requeues pass through untouched, without calling Settled.
 //
+// An error that errors.Is expectations.ErrStale becomes a requeue after
+// opts.StaleAfter with a nil error, as [OnStale] makes it, counted in
+// racesafe_requeue_floor_stale_total{name}: the cache will catch up, and an
+// error would only feed the rate limiter's backoff. So a reconciler that
+// returns the errors of an expectations.Client or a phase.Machine as they
+// are needs no change at its return sites.
+//
 // Floor is a safety net under a state machine, not its logic: each count is
 // a branch that should have said what it waits for.
 func Floor[Req comparable](r reconcile.TypedReconciler[Req], opts FloorOptions[Req]) *FloorReconciler[Req] {
@@ -70,6 +86,11 @@ func (f *FloorReconciler[Req]) Reconcile(ctx context.Context, req Req) (reconcil
 		return reconcile.Result{}, ErrNilReconciler
 	}
 	res, err := f.inner.Reconcile(ctx, req)
+	if errors.Is(err, expectations.ErrStale) {
+		floorStaleTotal.WithLabelValues(f.opts.Name).Inc()
+		log.FromContext(ctx).V(1).Info("stale read; requeueing", "floor", f.opts.Name, "reason", err.Error())
+		return OnStale(err, f.opts.StaleAfter)
+	}
 	if err != nil || requeues(res) {
 		return res, err
 	}

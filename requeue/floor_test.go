@@ -3,11 +3,17 @@ package requeue
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr/funcr"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/racesafe/racesafe/expectations"
 )
 
 // key is a request type other than reconcile.Request: Floor is generic.
@@ -65,6 +71,11 @@ func TestFloor(t *testing.T) {
 			if tt.nilSettled {
 				opts.Settled = nil
 			}
+			reasons := []string{"Deleting", "Failed", "", ReasonUnspecified, ReasonNoSettledFunc}
+			before := make(map[string]float64, len(reasons))
+			for _, reason := range reasons {
+				before[reason] = counterValue(t, "racesafe_requeue_floor_total", map[string]string{"name": name, "reason": reason})
+			}
 			res, err := Floor(inner, opts).Reconcile(t.Context(), "item")
 
 			if res.RequeueAfter != tt.want.RequeueAfter || res.Priority != tt.want.Priority || !res.IsZero() != !tt.want.IsZero() {
@@ -76,13 +87,14 @@ func TestFloor(t *testing.T) {
 			if asked != tt.wantAsked {
 				t.Errorf("Settled called = %v, want %v", asked, tt.wantAsked)
 			}
-			for _, reason := range []string{"Deleting", "Failed", "", ReasonUnspecified, ReasonNoSettledFunc} {
+			for _, reason := range reasons {
 				want := 0.0
 				if reason == tt.wantReason && tt.wantReason != "" {
 					want = 1
 				}
-				if got := counterValue(t, "racesafe_requeue_floor_total", map[string]string{"name": name, "reason": reason}); got != want {
-					t.Errorf("racesafe_requeue_floor_total{name=%q,reason=%q} = %v, want %v", name, reason, got, want)
+				got := counterValue(t, "racesafe_requeue_floor_total", map[string]string{"name": name, "reason": reason}) - before[reason]
+				if got != want {
+					t.Errorf("racesafe_requeue_floor_total{name=%q,reason=%q} rose by %v, want %v", name, reason, got, want)
 				}
 			}
 		})
@@ -102,14 +114,16 @@ func TestFloorReadsIntervalAtCallTime(t *testing.T) {
 		},
 	})
 	req := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "default", Name: "item"}}
+	labels := map[string]string{"name": "floor-interval", "reason": "Pending"}
+	before := counterValue(t, "racesafe_requeue_floor_total", labels)
 	for _, want := range []time.Duration{time.Second, time.Minute} {
 		d = want
 		if res, err := f.Reconcile(t.Context(), req); err != nil || res.RequeueAfter != want {
 			t.Errorf("Reconcile = %+v, %v; want RequeueAfter %v", res, err, want)
 		}
 	}
-	if got := counterValue(t, "racesafe_requeue_floor_total", map[string]string{"name": "floor-interval", "reason": "Pending"}); got != 2 {
-		t.Errorf("floor count = %v, want 2", got)
+	if got := counterValue(t, "racesafe_requeue_floor_total", labels) - before; got != 2 {
+		t.Errorf("floor count rose by %v, want 2", got)
 	}
 }
 
@@ -121,5 +135,77 @@ func TestFloorNilReconciler(t *testing.T) {
 	var f *FloorReconciler[key]
 	if _, err := f.Reconcile(t.Context(), "item"); !errors.Is(err, ErrNilReconciler) {
 		t.Errorf("nil FloorReconciler: error = %v, want ErrNilReconciler", err)
+	}
+}
+
+// TestFloorLogsEachReplacedResult: a replaced result is logged through the
+// context's logger with the floor's name, the reason and the delay; a
+// settled request, an error and an explicit requeue log nothing.
+func TestFloorLogsEachReplacedResult(t *testing.T) {
+	var lines []string
+	ctx := log.IntoContext(t.Context(), funcr.New(func(prefix, args string) {
+		lines = append(lines, args)
+	}, funcr.Options{}))
+	settled := map[key]bool{"done": true}
+	results := map[key]reconcile.Result{"requeues": {RequeueAfter: time.Minute}}
+	inner := reconcile.TypedFunc[key](func(_ context.Context, req key) (reconcile.Result, error) {
+		if req == "fails" {
+			return reconcile.Result{}, errors.New("inner failed")
+		}
+		return results[req], nil
+	})
+	f := Floor(inner, FloorOptions[key]{
+		Name:     "floor-log",
+		Interval: Fixed(7 * time.Second),
+		Settled: func(_ context.Context, req key) (bool, string, error) {
+			return settled[req], "Deleting", nil
+		},
+	})
+	for _, req := range []key{"done", "fails", "requeues", "stuck"} {
+		_, _ = f.Reconcile(ctx, req)
+	}
+	if len(lines) != 1 {
+		t.Fatalf("logged %d lines, want 1 for the one replaced result: %q", len(lines), lines)
+	}
+	for _, want := range []string{`"floor"="floor-log"`, `"reason"="Deleting"`, `"requeueAfter"="7s"`} {
+		if !strings.Contains(lines[0], want) {
+			t.Errorf("log line %s does not hold %s", lines[0], want)
+		}
+	}
+}
+
+// TestFloorTurnsStaleErrorsIntoShortRequeues: a stale read the wrapped
+// reconciler returns as an error becomes a requeue after StaleAfter with no
+// error, never reaching the rate limiter; other errors still pass through.
+func TestFloorTurnsStaleErrorsIntoShortRequeues(t *testing.T) {
+	stale := fmt.Errorf("get item: %w", &expectations.StaleError{Want: "10", Seen: "9"})
+	for _, tt := range []struct {
+		name       string
+		staleAfter time.Duration
+		want       time.Duration
+	}{
+		{name: "configured", staleAfter: 300 * time.Millisecond, want: 300 * time.Millisecond},
+		{name: "default", want: DefaultStaleAfter},
+		{name: "negative", staleAfter: -time.Second, want: DefaultStaleAfter},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			name := "floor-" + t.Name()
+			asked := false
+			f := Floor(reconcile.TypedFunc[key](func(context.Context, key) (reconcile.Result, error) {
+				return reconcile.Result{}, stale
+			}), FloorOptions[key]{Name: name, StaleAfter: tt.staleAfter,
+				Settled: func(context.Context, key) (bool, string, error) { asked = true; return true, "", nil }})
+			before := counterValue(t, "racesafe_requeue_floor_stale_total", map[string]string{"name": name})
+			res, err := f.Reconcile(context.Background(), "a")
+			if err != nil || res.RequeueAfter != tt.want {
+				t.Fatalf("Reconcile = %+v, %v; want RequeueAfter %v, nil", res, err, tt.want)
+			}
+			if asked {
+				t.Error("Settled was asked about a stale read")
+			}
+			if d := counterValue(t, "racesafe_requeue_floor_stale_total", map[string]string{"name": name}) - before; d != 1 {
+				t.Errorf("racesafe_requeue_floor_stale_total grew by %v, want 1", d)
+			}
+		})
 	}
 }

@@ -2,6 +2,7 @@ package requeue
 
 import (
 	"math"
+	"math/big"
 	"math/rand/v2"
 	"time"
 )
@@ -71,9 +72,13 @@ func (r RandSource) applyToJitter(c *jitterConfig) {
 // Jitter returns an Interval that adds up to maxFactor times the delay of i:
 // each call reads i (see [Interval.Duration]) and returns a duration in
 // [d, d·(1+maxFactor)). Spreading requeues keeps a burst of objects that
-// failed together from coming back together. A maxFactor that is zero,
-// negative or NaN adds nothing; a result beyond the largest time.Duration is
-// capped there.
+// failed together from coming back together.
+//
+// Jitter never returns less than d, whatever maxFactor and the random source
+// give. A maxFactor that is zero, negative or NaN adds nothing, and so does a
+// draw of zero, even with a maxFactor of +Inf; a delay beyond the largest
+// time.Duration (math.MaxInt64 nanoseconds) is capped there, so a positive
+// draw with a maxFactor of +Inf gives that largest Duration.
 func Jitter(i Interval, maxFactor float64, opts ...JitterOption) Interval {
 	cfg := jitterConfig{rand: rand.Float64}
 	for _, o := range opts {
@@ -88,17 +93,58 @@ func Jitter(i Interval, maxFactor float64, opts ...JitterOption) Interval {
 		}
 		f := cfg.rand()
 		switch {
-		case !(f >= 0): // negative or NaN
-			f = 0
+		case !(f > 0): // zero, negative or NaN: 0·Inf would be NaN
+			return d
 		case f >= 1:
 			f = math.Nextafter(1, 0)
 		}
-		extra := f * maxFactor * float64(d)
-		// float64(math.MaxInt64) rounds up to 2^63, so compare with >=:
-		// converting 2^63 back to int64 would overflow.
-		if float64(d)+extra >= float64(math.MaxInt64) {
-			return time.Duration(math.MaxInt64)
-		}
-		return d + time.Duration(extra)
+		return d + jitterAdded(d, f, maxFactor)
 	}
+}
+
+// exactBelow is 2^53: integers below it are exact in a float64.
+const exactBelow = 1 << 53
+
+// jitterAdded returns the whole nanoseconds below f·maxFactor·d, computed so
+// that d plus the result stays below d·(1+maxFactor) and within the largest
+// Duration. d is positive, f in (0, 1), maxFactor positive and maybe +Inf.
+func jitterAdded(d time.Duration, f, maxFactor float64) time.Duration {
+	room := time.Duration(math.MaxInt64) - d
+	width := maxFactor * float64(d) // the jitter's range, possibly +Inf
+	if width >= float64(room) {     // also +Inf; float64(room) may round up
+		// Past the largest Duration, or too close to it to tell in float64.
+		if e, ok := exactAdded(d, f, maxFactor); ok && e <= room {
+			return e
+		}
+		return room
+	}
+	if d >= exactBelow || width >= exactBelow {
+		e, _ := exactAdded(d, f, maxFactor)
+		return e
+	}
+	// Below 2^53 everything is exact but the two products, each rounded by
+	// less than a nanosecond; truncating keeps the result below the exact
+	// width unless width rounded to a whole number.
+	e := time.Duration(f * width)
+	if w := time.Duration(width); e >= w && float64(w) == width {
+		e = w - 1
+	}
+	return e
+}
+
+// exactAdded computes floor(f·maxFactor·d) without rounding; ok is false when
+// it does not fit an int64.
+func exactAdded(d time.Duration, f, maxFactor float64) (time.Duration, bool) {
+	if math.IsInf(maxFactor, 1) {
+		return 0, false
+	}
+	const prec = 256 // f·maxFactor·d needs at most 53+53+63 bits
+	x := new(big.Float).SetPrec(prec).SetFloat64(f)
+	x.Mul(x, new(big.Float).SetPrec(prec).SetFloat64(maxFactor))
+	x.Mul(x, new(big.Float).SetPrec(prec).SetInt64(int64(d)))
+	e, acc := x.Int64() // truncates towards zero: the floor, x being positive
+	if acc == big.Above || (e == math.MaxInt64 && acc == big.Below) {
+		return 0, false
+	}
+	return time.Duration(e), true
 }

@@ -2,6 +2,7 @@ package requeue
 
 import (
 	"math"
+	"math/big"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -20,6 +21,9 @@ func TestIntervalDuration(t *testing.T) {
 		{"func zero", func() time.Duration { return 0 }, DefaultInterval},
 		{"func negative", func() time.Duration { return -3 * time.Second }, DefaultInterval},
 		{"func positive", func() time.Duration { return time.Nanosecond }, time.Nanosecond},
+		{"fixed largest", Fixed(math.MaxInt64), math.MaxInt64},
+		{"fixed most negative", Fixed(math.MinInt64), DefaultInterval},
+		{"func most negative", func() time.Duration { return math.MinInt64 }, DefaultInterval},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -130,6 +134,88 @@ func TestJitterDefaultSource(t *testing.T) {
 	for range 100 {
 		if d := i(); d < DefaultInterval || d >= DefaultInterval+DefaultInterval/10 {
 			t.Fatalf("drew %v, want in [%v, %v)", d, DefaultInterval, DefaultInterval+DefaultInterval/10)
+		}
+	}
+}
+
+// TestJitterNeverBelowIntervalNorOverflows drives Jitter with the extreme
+// factors, draws and intervals: whatever they are, the delay is at least the
+// interval it jitters and at most the largest Duration. A factor that adds
+// nothing, or a draw that does, gives the interval exactly; a positive draw on
+// an unbounded range saturates.
+func TestJitterNeverBelowIntervalNorOverflows(t *testing.T) {
+	const maxDuration = time.Duration(math.MaxInt64)
+	factors := []float64{
+		math.Inf(1), math.Inf(-1), math.NaN(), -1, -math.MaxFloat64, 0,
+		math.SmallestNonzeroFloat64, 0.5, 1, 1e9, 1e300, math.MaxFloat64,
+	}
+	draws := []float64{
+		0, math.SmallestNonzeroFloat64, 0.5, math.Nextafter(1, 0), 1, 2,
+		-1, math.NaN(), math.Inf(1), math.Inf(-1),
+	}
+	intervals := []time.Duration{
+		time.Nanosecond, 2 * time.Minute, maxDuration / 2, maxDuration - 1, maxDuration,
+	}
+	for _, d := range intervals {
+		for _, factor := range factors {
+			for _, draw := range draws {
+				src := RandSource(func() float64 { return draw })
+				got := Jitter(Fixed(d), factor, src)()
+				if got < d {
+					t.Errorf("Jitter(Fixed(%d), %v) with draw %v = %d, below the interval", d, factor, draw, got)
+				}
+				addsNothing := !(factor > 0) || !(draw > 0)
+				if addsNothing && got != d {
+					t.Errorf("Jitter(Fixed(%d), %v) with draw %v = %d, want the interval %d", d, factor, draw, got, d)
+				}
+				if math.IsInf(factor, 1) && draw > 0 && got != maxDuration {
+					t.Errorf("Jitter(Fixed(%d), +Inf) with draw %v = %d, want the largest Duration", d, draw, got)
+				}
+			}
+		}
+	}
+}
+
+// TestJitterInfiniteFactorZeroDraw: an unbounded factor with a draw of 0 adds
+// nothing (0·Inf is not a number, and must not become one).
+func TestJitterInfiniteFactorZeroDraw(t *testing.T) {
+	src := RandSource(func() float64 { return 0 })
+	i := Jitter(Fixed(2*time.Minute), math.Inf(1), src)
+	if got := i(); got != 2*time.Minute {
+		t.Errorf("i() = %v, want 2m0s", got)
+	}
+	if got := i.Duration(); got != 2*time.Minute {
+		t.Errorf("i.Duration() = %v, want 2m0s", got)
+	}
+}
+
+// TestJitterStaysBelowItsBound: the largest draw stays below d·(1+maxFactor),
+// computed exactly, not in the float64 arithmetic of the delay, for intervals
+// and factors of every magnitude.
+func TestJitterStaysBelowItsBound(t *testing.T) {
+	largestDraw := RandSource(func() float64 { return math.Nextafter(1, 0) })
+	check := func(d time.Duration, m float64) {
+		t.Helper()
+		got := Jitter(Fixed(d), m, largestDraw)()
+		width := new(big.Float).SetPrec(256).SetFloat64(m)
+		width.Mul(width, new(big.Float).SetPrec(256).SetInt64(int64(d)))
+		added := new(big.Float).SetPrec(256).SetInt64(int64(got - d))
+		if got < d || (added.Cmp(width) >= 0 && got != math.MaxInt64) {
+			t.Errorf("Jitter(Fixed(%d), %v) with the largest draw = %d, want in [%d, %d + %s)",
+				d, m, got, d, d, width.Text('f', 3))
+		}
+	}
+	for _, m := range []float64{0.1, 0.2, 0.25, 1.0 / 3, 0.5, 1, 1.5, 3, 10, 1e6} {
+		for d := time.Duration(1); d < math.MaxInt64/4; d = d*3 + 7 {
+			check(d, m)
+		}
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	for range 20000 {
+		d := time.Duration(r.Int64N(1<<uint(1+r.IntN(62)))) + 1
+		m := math.Ldexp(r.Float64(), r.IntN(40)-20)
+		if m > 0 {
+			check(d, m)
 		}
 	}
 }

@@ -7,7 +7,7 @@
 // In the incident (see the racesafe package), every status write began with a
 // Get into the caller's pointer:
 //
-//	func (r *Controller) updateStatus(ctx context.Context, item *v1.WorkItem, phase Phase) error {
+//	func (r *Controller) updateStatus(ctx context.Context, item *v1.WorkItem, phase v1.Phase) error {
 //		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 //			if err := r.Get(ctx, client.ObjectKeyFromObject(item), item); err != nil {
 //				return err
@@ -46,23 +46,57 @@
 //     someone else since the caller's read is never overwritten. A merge patch
 //     replaces whole lists such as status.conditions; without the precondition,
 //     two writers of different conditions would erase each other's.
-//   - Live on conflict: a 409 Conflict is resolved by reading the object from the
-//     API server (apiReader, the manager's GetAPIReader()), never from the cache,
-//     re-running mutate on that fresh copy and patching again, with the bounded
-//     backoff of [Options].Backoff. When the budget is spent the error is a
-//     [*ConflictError] that says how many attempts were made;
+//   - Live on conflict: a 409 Conflict answered by the server is resolved by
+//     reading the object from the API server (apiReader, the manager's
+//     GetAPIReader()), never from the cache, re-running mutate on that fresh
+//     copy and patching again, with the bounded backoff of [Options].Backoff.
+//     When the budget is spent the error is a [*ConflictError] whose Attempts
+//     is the number of patches sent, every one answered 409;
 //     errors.Is(err, [ErrConflictRetriesExhausted]) and apierrors.IsConflict(err)
 //     both hold.
+//   - Mutate errors end the call: an error returned by mutate ends the call at
+//     once. Nothing more is sent and nothing is retried, even if the error is
+//     itself a 409 Conflict; it is returned wrapped with %w, so errors.As finds
+//     mutate's own error, and it is never a [*ConflictError].
 //   - Stingy: a mutation that changes nothing sends nothing. An empty merge patch
 //     ({}) is detected before any request; the result is then a copy of the input.
 //   - Transparent errors: NotFound, Forbidden, Invalid, context and mutate errors
 //     are wrapped with %w and name the object, so apierrors.IsNotFound and
-//     errors.Is keep working. A mutate error causes no write.
+//     errors.Is keep working.
+//   - Missing subresource named: a kind without a status subresource answers a
+//     status patch with NotFound although the object exists. On NotFound,
+//     [Patcher.Patch] reads the object once through the API reader; if the
+//     object patched is there (the same UID, when the caller's copy has one),
+//     the error is a [*SubresourceError] that names the kind and matches
+//     [ErrNoStatusSubresource]. It is not NotFound, so client.IgnoreNotFound
+//     does not drop the write. If the object is gone, the NotFound stays; if
+//     the read fails, the error wraps the read's error, not the NotFound.
+//   - Bad input is an error: a nil or typed nil object ([ErrNilObject]), a nil
+//     mutate ([ErrNilMutate]), an object without a name ([ErrNoName]), an
+//     object that cannot be copied, such as an unstructured object holding a Go
+//     int ([ErrInvalidObject]), or, with the lock, an object without a
+//     resourceVersion ([ErrNoResourceVersion]) returns an error, sends nothing
+//     and never panics.
 //   - Recorded: with [Options].Expectations set, every successful write is
-//     reported with the written object: ExpectWrite, or ExpectDeletion when the
-//     write removed the last finalizer of an object being deleted. The server
-//     then deletes the object and answers with the object as sent, at the
-//     resourceVersion it was sent with: no cache will ever show a newer one.
+//     reported with the written object: ExpectDeletion when the server's answer
+//     shows the object was removed, ExpectWrite otherwise. After a conflict,
+//     the live object the API reader returned is reported with ExpectWrite
+//     before mutate runs on it, so a cache copy older than what the API server
+//     showed is known stale. A Recorder error after a write comes back with
+//     the written object; one on the re-read ends the call, with nothing more
+//     sent.
+//   - Deletion only when removed: removing the last finalizer of an object
+//     being deleted removes it only if no grace period is left. The server
+//     answers a removal with the object as it was removed: deletionTimestamp,
+//     no finalizers, and the resourceVersion the patch was computed from (with
+//     the lock, the one it was sent with), since nothing newer was ever stored;
+//     such an answer is a deletion. A write that leaves the object stored gets
+//     a new resourceVersion, as a Pod in graceful deletion does: it lives on
+//     until the kubelet deletes it. When the answer has a deletionTimestamp and
+//     no finalizers but a new resourceVersion (that Pod, a write without the
+//     lock to an object that had moved on, the fake client), one live read
+//     through the API reader decides: gone, or replaced by an object with
+//     another UID, is a deletion; found is a write.
 //   - Observable: writes are logged with their patch body at V(1) through
 //     log.FromContext(ctx), no-ops as "unchanged, nothing sent"; every attempt is
 //     counted in racesafe_statusupdate_patches_total on controller-runtime's

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -11,6 +12,19 @@ var (
 	// ErrNilObject is returned when the object to patch is nil, including a
 	// typed nil pointer such as (*corev1.Pod)(nil).
 	ErrNilObject = errors.New("statusupdate: nil object")
+
+	// ErrNoName is returned when the object to patch has no name.
+	ErrNoName = errors.New("statusupdate: object has no name")
+
+	// ErrInvalidObject is returned when the object to patch cannot be copied
+	// or re-created: its DeepCopyObject panics (an unstructured object holding
+	// a Go int, say) or returns another type, or it is not a pointer.
+	ErrInvalidObject = errors.New("statusupdate: invalid object")
+
+	// ErrNoStatusSubresource matches, through errors.Is, a [*SubresourceError]
+	// for the status subresource: [Patcher.Patch] was used on a kind without
+	// one.
+	ErrNoStatusSubresource = errors.New("no status subresource")
 
 	// ErrNilMutate is returned when the mutate function is nil.
 	ErrNilMutate = errors.New("statusupdate: nil mutate function")
@@ -34,6 +48,8 @@ type ConflictError struct {
 	// Key is the object that could not be written.
 	Key client.ObjectKey
 	// Attempts is the number of patches sent, all of which got 409 Conflict.
+	// A mutate that fails ends the call without a ConflictError, whatever
+	// it returns.
 	Attempts int
 	// Err is the last conflict the server answered.
 	Err error
@@ -52,4 +68,37 @@ func (e *ConflictError) Is(target error) bool {
 // Unwrap returns the last conflict.
 func (e *ConflictError) Unwrap() error {
 	return e.Err
+}
+
+// SubresourceError reports that the server has no such subresource for the
+// object's kind: a status patch answered NotFound, yet the object exists.
+// A kind without a status subresource (a CRD that does not enable it, a
+// ConfigMap) answers every status write that way.
+//
+// It matches [ErrNoStatusSubresource] with errors.Is. It deliberately does not
+// unwrap to the server's NotFound, so apierrors.IsNotFound(err) is false and
+// client.IgnoreNotFound does not drop the write.
+type SubresourceError struct {
+	// Key is the object that exists without the subresource.
+	Key client.ObjectKey
+	// GroupVersionKind is the object's kind, empty when the client cannot tell.
+	GroupVersionKind schema.GroupVersionKind
+	// Subresource is the subresource the server does not have: "status".
+	Subresource string
+}
+
+// Error implements error.
+func (e *SubresourceError) Error() string {
+	kind := e.GroupVersionKind.GroupKind().String()
+	if kind == "" {
+		kind = "the object's kind"
+	}
+	return fmt.Sprintf("%s has no %s subresource: the server answered NotFound for an object that exists",
+		kind, e.Subresource)
+}
+
+// Is reports whether target is [ErrNoStatusSubresource] and the missing
+// subresource is status.
+func (e *SubresourceError) Is(target error) bool {
+	return target == ErrNoStatusSubresource && e.Subresource == subresourceStatus
 }

@@ -2,6 +2,7 @@ package statusupdate_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -10,12 +11,18 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/racesafe/racesafe/internal/testenv"
 	"github.com/racesafe/racesafe/statusupdate"
@@ -95,8 +102,78 @@ func compareRV(t *testing.T, a, b string) int {
 	return n
 }
 
+// testGroup holds the custom resources of the integration tests.
+const testGroup = "test.racesafe.io"
+
+// testCRD defines a namespaced kind that keeps any content, with or without a
+// status subresource.
+func testCRD(kind, plural string, status bool) *apiextensionsv1.CustomResourceDefinition {
+	keep := true
+	version := apiextensionsv1.CustomResourceDefinitionVersion{
+		Name: "v1", Served: true, Storage: true,
+		Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+			Type: "object", XPreserveUnknownFields: &keep,
+		}},
+	}
+	if status {
+		version.Subresources = &apiextensionsv1.CustomResourceSubresources{Status: &apiextensionsv1.CustomResourceSubresourceStatus{}}
+	}
+	return &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: plural + "." + testGroup},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: testGroup,
+			Names: apiextensionsv1.CustomResourceDefinitionNames{
+				Kind: kind, ListKind: kind + "List", Plural: plural, Singular: strings.ToLower(kind),
+			},
+			Scope:    apiextensionsv1.NamespaceScoped,
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{version},
+		},
+	}
+}
+
+// createCR creates a custom resource of kind in namespace default.
+func createCR(t testing.TB, c client.Client, kind, name string, finalizers ...string) *unstructured.Unstructured {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(schema.GroupVersionKind{Group: testGroup, Version: "v1", Kind: kind})
+	u.SetNamespace("default")
+	u.SetName(name)
+	u.SetFinalizers(finalizers)
+	if err := unstructured.SetNestedField(u.Object, "one", "spec", "payload"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Create(t.Context(), u); err != nil {
+		t.Fatalf("create %s %s: %v", kind, name, err)
+	}
+	return u
+}
+
+// deleting deletes obj, which must hold a finalizer, and returns it as the
+// server then holds it: with a deletionTimestamp.
+func deleting[T client.Object](t *testing.T, c client.Client, obj T) T {
+	t.Helper()
+	if err := c.Delete(t.Context(), obj); err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+	if err := c.Get(t.Context(), client.ObjectKeyFromObject(obj), obj); err != nil {
+		t.Fatalf("get: %v", err)
+	}
+	if obj.GetDeletionTimestamp() == nil {
+		t.Fatalf("%s not marked for deletion", client.ObjectKeyFromObject(obj))
+	}
+	return obj
+}
+
+func removeFinalizers[T client.Object](obj T) error {
+	obj.SetFinalizers(nil)
+	return nil
+}
+
 func TestIntegration(t *testing.T) {
-	env := testenv.Start(t, testenv.Options{})
+	env := testenv.Start(t, testenv.Options{CRDs: []*apiextensionsv1.CustomResourceDefinition{
+		testCRD("Widget", "widgets", true),
+		testCRD("Gadget", "gadgets", false),
+	}})
 	cfg, counter := countRequests(env.Config)
 	c := newClient(t, cfg)
 
@@ -237,6 +314,172 @@ func TestIntegration(t *testing.T) {
 		})
 		if err != nil {
 			t.Errorf("pod not deleted after its last finalizer was removed: %v", err)
+		}
+	})
+
+	// A scheduled Pod deleted with a grace period is not removed when its last
+	// finalizer goes: the kubelet deletes it when its containers have stopped,
+	// and envtest has no kubelet. Observed: the answer has the deletionTimestamp,
+	// no finalizers and a new resourceVersion, and the Pod lives on at it.
+	t.Run("GracefulPodOutlivesLastFinalizer", func(t *testing.T) {
+		for _, noLock := range []bool{false, true} {
+			t.Run(fmt.Sprintf("DisableOptimisticLock=%v", noLock), func(t *testing.T) {
+				pod := testPod(fmt.Sprintf("graceful-%v", noLock))
+				pod.Status = corev1.PodStatus{}
+				pod.Spec.NodeName = "node-a" // scheduled: deletion waits for the kubelet
+				pod.Finalizers = []string{"example.com/hold"}
+				if err := c.Create(t.Context(), pod); err != nil {
+					t.Fatal(err)
+				}
+				held := deleting(t, c, pod)
+				if g := held.DeletionGracePeriodSeconds; g == nil || *g == 0 {
+					t.Fatalf("deletion grace period %v, want one", g)
+				}
+				rec := &recorder{}
+				p := statusupdate.New[*corev1.Pod](c, c, statusupdate.Options{Expectations: rec, DisableOptimisticLock: noLock})
+				counter.take()
+				written, err := p.PatchObject(t.Context(), held, removeFinalizers)
+				if err != nil {
+					t.Fatalf("PatchObject: %v", err)
+				}
+				// A new resourceVersion: one live GET tells the Pod is alive.
+				if verbs, _ := counter.take(); verbs["GET"] != 1 || verbs["PATCH"] != 1 {
+					t.Errorf("requests %v, want 1 GET and 1 PATCH", verbs)
+				}
+				t.Logf("sent at rv %s; answer: deletionTimestamp %v, finalizers %v, rv %s",
+					held.ResourceVersion, written.DeletionTimestamp, written.Finalizers, written.ResourceVersion)
+				if written.DeletionTimestamp == nil || len(written.Finalizers) != 0 ||
+					compareRV(t, written.ResourceVersion, held.ResourceVersion) <= 0 {
+					t.Errorf("answer: deletionTimestamp %v, finalizers %v, rv %s (sent %s)",
+						written.DeletionTimestamp, written.Finalizers, written.ResourceVersion, held.ResourceVersion)
+				}
+				if diff := cmp.Diff([]string{"ExpectWrite " + written.ResourceVersion}, rec.calls); diff != "" {
+					t.Errorf("recorder calls (-want +got):\n%s", diff)
+				}
+				var live corev1.Pod
+				if err := c.Get(t.Context(), client.ObjectKeyFromObject(pod), &live); err != nil || live.ResourceVersion != written.ResourceVersion {
+					t.Errorf("live pod rv %q (Get: %v), want it alive at %s", live.ResourceVersion, err, written.ResourceVersion)
+				}
+			})
+		}
+	})
+
+	// A custom resource has no graceful deletion: removing its last finalizer
+	// removes it. Observed: the answer is the object as sent, deletionTimestamp
+	// and no finalizers, at the resourceVersion the patch was sent with.
+	t.Run("CustomResourceRemovedWithLastFinalizer", func(t *testing.T) {
+		for _, tc := range []struct {
+			name   string
+			noLock bool
+			ahead  bool // someone writes after the caller's read
+			gets   int  // live GETs the Patcher needs to tell
+		}{
+			{name: "lock"},
+			{name: "no lock", noLock: true},
+			{name: "no lock, server ahead", noLock: true, ahead: true, gets: 1},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				name := strings.ReplaceAll(tc.name, " ", "")
+				name = strings.ReplaceAll(name, ",", "-")
+				held := deleting(t, c, createCR(t, c, "Widget", name, "example.com/hold"))
+				if tc.ahead {
+					other := held.DeepCopy()
+					other.SetLabels(map[string]string{"moved": "on"})
+					if err := c.Update(t.Context(), other); err != nil {
+						t.Fatal(err)
+					}
+				}
+				rec := &recorder{}
+				p := statusupdate.New[*unstructured.Unstructured](c, c, statusupdate.Options{Expectations: rec, DisableOptimisticLock: tc.noLock})
+				counter.take()
+				written, err := p.PatchObject(t.Context(), held, removeFinalizers)
+				if err != nil {
+					t.Fatalf("PatchObject: %v", err)
+				}
+				verbs, _ := counter.take()
+				t.Logf("sent at rv %s; answer: deletionTimestamp %v, finalizers %v, rv %s",
+					held.GetResourceVersion(), written.GetDeletionTimestamp(), written.GetFinalizers(), written.GetResourceVersion())
+				if written.GetDeletionTimestamp() == nil || len(written.GetFinalizers()) != 0 {
+					t.Errorf("answer: deletionTimestamp %v, finalizers %v", written.GetDeletionTimestamp(), written.GetFinalizers())
+				}
+				if !tc.ahead && written.GetResourceVersion() != held.GetResourceVersion() {
+					t.Errorf("answer rv %s, want the rv sent, %s", written.GetResourceVersion(), held.GetResourceVersion())
+				}
+				if diff := cmp.Diff([]string{"ExpectDeletion " + written.GetResourceVersion()}, rec.calls); diff != "" {
+					t.Errorf("recorder calls (-want +got):\n%s", diff)
+				}
+				if verbs["GET"] != tc.gets || verbs["PATCH"] != 1 {
+					t.Errorf("requests %v, want %d GET and 1 PATCH", verbs, tc.gets)
+				}
+				err = c.Get(t.Context(), client.ObjectKeyFromObject(held), written.DeepCopy())
+				if !apierrors.IsNotFound(err) {
+					t.Errorf("Get after the write: %v, want NotFound", err)
+				}
+			})
+		}
+	})
+
+	// A kind without a status subresource answers a status patch with
+	// NotFound although the object exists.
+	t.Run("StatusPatchOnKindWithoutStatusSubresource", func(t *testing.T) {
+		held := createCR(t, c, "Gadget", "no-status")
+		p := statusupdate.New[*unstructured.Unstructured](c, c, statusupdate.Options{})
+		setStatus := func(u *unstructured.Unstructured) error {
+			return unstructured.SetNestedField(u.Object, "Running", "status", "phase")
+		}
+		_, err := p.Patch(t.Context(), held, setStatus)
+		if apierrors.IsNotFound(err) || client.IgnoreNotFound(err) == nil {
+			t.Fatalf("error %v is NotFound: client.IgnoreNotFound would drop the write", err)
+		}
+		var serr *statusupdate.SubresourceError
+		if !errors.As(err, &serr) || !errors.Is(err, statusupdate.ErrNoStatusSubresource) {
+			t.Fatalf("error %v (%T), want a *SubresourceError matching ErrNoStatusSubresource", err, err)
+		}
+		want := statusupdate.SubresourceError{
+			Key:              client.ObjectKeyFromObject(held),
+			GroupVersionKind: schema.GroupVersionKind{Group: testGroup, Version: "v1", Kind: "Gadget"},
+			Subresource:      "status",
+		}
+		if *serr != want {
+			t.Errorf("SubresourceError %+v, want %+v", *serr, want)
+		}
+		t.Log(err)
+
+		// The object really gone: NotFound, for either kind.
+		for _, kind := range []string{"Gadget", "Widget"} {
+			gone := createCR(t, c, kind, "gone")
+			if err := c.Delete(t.Context(), gone); err != nil {
+				t.Fatal(err)
+			}
+			_, err := p.Patch(t.Context(), gone, setStatus)
+			if !apierrors.IsNotFound(err) || errors.Is(err, statusupdate.ErrNoStatusSubresource) {
+				t.Errorf("%s: error %v, want NotFound", kind, err)
+			}
+		}
+	})
+
+	// After a conflict, what the live re-read showed is recorded before the
+	// retry.
+	t.Run("LiveReadRecordedAfterConflict", func(t *testing.T) {
+		pod := createPod(t, c, "reread")
+		var live corev1.Pod
+		other := pod.DeepCopy()
+		other.Status.Message = "theirs"
+		if err := c.Status().Update(t.Context(), other); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Get(t.Context(), client.ObjectKeyFromObject(pod), &live); err != nil {
+			t.Fatal(err)
+		}
+		rec := &recorder{}
+		p := statusupdate.New[*corev1.Pod](c, c, statusupdate.Options{Expectations: rec})
+		written, err := p.Patch(t.Context(), pod, setPhase(corev1.PodRunning)) // pod is stale
+		if err != nil {
+			t.Fatalf("Patch: %v", err)
+		}
+		want := []string{"ExpectWrite " + live.ResourceVersion, "ExpectWrite " + written.ResourceVersion}
+		if diff := cmp.Diff(want, rec.calls); diff != "" {
+			t.Errorf("recorder calls (-want +got):\n%s", diff)
 		}
 	})
 }

@@ -6,16 +6,19 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"reflect"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/racesafe/racesafe/internal/objcopy"
 )
 
 // Client is the narrowest client the Patcher writes with: the status
@@ -31,12 +34,14 @@ type Client interface {
 // can be checked against it. *expectations.Tracker satisfies it.
 //
 // The Patcher calls exactly one of the two methods per write, with the object
-// the server returned; the implementation must not modify it.
+// the server returned, and ExpectWrite with the live object it re-read after a
+// conflict; the implementation must not modify either.
 type Recorder interface {
 	// ExpectWrite records that obj was written at obj's resourceVersion.
 	ExpectWrite(obj client.Object) error
-	// ExpectDeletion records that the write removed obj's last finalizer while
-	// obj was being deleted, so the server deletes it.
+	// ExpectDeletion records that the write removed obj: its last finalizer
+	// went while obj was being deleted, and the server's answer shows the
+	// object was removed.
 	ExpectDeletion(obj client.Object) error
 }
 
@@ -102,17 +107,22 @@ func New[T client.Object](c Client, apiReader client.Reader, opts Options) *Patc
 // the object the server wrote. obj itself is never modified.
 //
 // If mutate changes nothing, nothing is sent and Patch returns a copy of obj.
-// If mutate returns an error, nothing is sent and the error is returned wrapped.
-// On 409 Conflict, Patch reads the object from the API server, runs mutate on
-// it again and retries; see [Options].Backoff.
+// If mutate returns an error, the call ends: nothing more is sent, nothing is
+// retried, and the error is returned wrapped. On 409 Conflict from the server,
+// Patch reads the object from the API server, records it with the Recorder,
+// runs mutate on it again and retries; see [Options].Backoff. A NotFound for
+// an object that exists is a [*SubresourceError]: the kind has no status
+// subresource.
 //
 // Changes mutate makes outside status are dropped by the server; use
-// [Patcher.PatchObject] for those. On an error from the Recorder the write did
+// [Patcher.PatchObject] for those. On an error from recording a write, or from
+// the read that tells whether the write removed the object, the write did
 // happen: Patch returns the written object together with the error.
 func (p *Patcher[T]) Patch(ctx context.Context, obj T, mutate func(T) error) (T, error) {
 	return p.run(ctx, target{
-		label: targetStatus,
-		what:  "patch status of",
+		label:       targetStatus,
+		subresource: subresourceStatus,
+		what:        "patch status of",
 		send: func(ctx context.Context, c Client, obj client.Object, patch client.Patch, fieldOwner string) error {
 			var opts []client.SubResourcePatchOption
 			if fieldOwner != "" {
@@ -142,16 +152,20 @@ func (p *Patcher[T]) PatchObject(ctx context.Context, obj T, mutate func(T) erro
 
 // target is what Patch and PatchObject differ in.
 type target struct {
-	label string // metrics label
-	what  string // error message prefix, followed by the object
-	send  func(ctx context.Context, c Client, obj client.Object, patch client.Patch, fieldOwner string) error
+	label       string // metrics label
+	subresource string // the subresource written, "" for the object itself
+	what        string // error message prefix, followed by the object
+	send        func(ctx context.Context, c Client, obj client.Object, patch client.Patch, fieldOwner string) error
 }
+
+// subresourceStatus is the subresource [Patcher.Patch] writes.
+const subresourceStatus = "status"
 
 var errNoClient = errors.New("statusupdate: Patcher has a nil client or apiReader")
 
 func (p *Patcher[T]) run(ctx context.Context, tgt target, obj T, mutate func(T) error) (T, error) {
 	var zero T
-	if isNil(obj) {
+	if objcopy.IsNil(obj) {
 		return zero, ErrNilObject
 	}
 	if mutate == nil {
@@ -163,17 +177,24 @@ func (p *Patcher[T]) run(ctx context.Context, tgt target, obj T, mutate func(T) 
 	if p == nil || p.client == nil || p.apiReader == nil {
 		return zero, fail(errNoClient)
 	}
+	if obj.GetName() == "" {
+		return zero, fail(ErrNoName)
+	}
 	logger := log.FromContext(ctx).WithValues("target", tgt.label, "patchedObject", klog.KObj(obj))
 
 	// base is the object the patch is computed against: first a private copy of
 	// obj, after a conflict the live object. obj is only ever read.
-	base, err := deepCopy(obj)
+	base, err := objcopy.DeepCopy(obj)
 	if err != nil {
-		return zero, fail(err)
+		return zero, fail(fmt.Errorf("%w: %w", ErrInvalidObject, err))
 	}
 	backoff := p.backoff
-	for attempt := 1; ; attempt++ {
+	sent := 0 // patches sent, all answered 409 so far
+	for {
 		written, body, err := p.attempt(ctx, tgt, base, mutate)
+		if body != nil {
+			sent++
+		}
 		switch {
 		case err == nil && body == nil:
 			observe(tgt.label, resultUnchanged)
@@ -181,56 +202,72 @@ func (p *Patcher[T]) run(ctx context.Context, tgt target, obj T, mutate func(T) 
 			return base, nil
 		case err == nil:
 			observe(tgt.label, resultWritten)
-			logger.V(1).Info("patched", "patch", string(body), "attempt", attempt,
+			logger.V(1).Info("patched", "patch", string(body), "attempt", sent,
 				"resourceVersion", written.GetResourceVersion())
-			if err := p.record(written); err != nil {
+			if err := p.record(ctx, written, base.GetResourceVersion()); err != nil {
 				return written, fail(fmt.Errorf("written at resourceVersion %s, but recording the write failed: %w",
 					written.GetResourceVersion(), err))
 			}
 			return written, nil
-		case !apierrors.IsConflict(err):
+		case body == nil || !apierrors.IsConflict(err):
+			// Nothing was sent (mutate, or the patch could not be built), or
+			// the server refused the patch for another reason than a
+			// conflict: neither gets better by trying again. A 409 that
+			// mutate returns is mutate's answer, not the server's.
 			observe(tgt.label, resultError)
+			if body != nil && tgt.subresource != "" && apierrors.IsNotFound(err) {
+				err = p.checkSubresource(ctx, tgt.subresource, base, err)
+			}
 			return zero, fail(err)
 		}
 
 		observe(tgt.label, resultConflict)
 		if backoff.Steps <= 1 {
-			return zero, fail(&ConflictError{Key: client.ObjectKeyFromObject(obj), Attempts: attempt, Err: err})
+			return zero, fail(&ConflictError{Key: client.ObjectKeyFromObject(obj), Attempts: sent, Err: err})
 		}
 		delay := backoff.Step()
 		if backoff.Steps == 0 {
 			// Cap was reached: wait.ExponentialBackoff would wait once more and
 			// then stop without another attempt, so stop now.
-			return zero, fail(&ConflictError{Key: client.ObjectKeyFromObject(obj), Attempts: attempt, Err: err})
+			return zero, fail(&ConflictError{Key: client.ObjectKeyFromObject(obj), Attempts: sent, Err: err})
 		}
-		logger.V(1).Info("conflict, re-reading from the API server", "attempt", attempt, "retryIn", delay)
+		logger.V(1).Info("conflict, re-reading from the API server", "attempt", sent, "retryIn", delay)
 		if err := sleep(ctx, delay); err != nil {
-			return zero, fail(fmt.Errorf("waiting to retry after %d conflicting attempts: %w", attempt, err))
+			return zero, fail(fmt.Errorf("waiting to retry after %d conflicting attempts: %w", sent, err))
 		}
 		// The conflict says the server holds a newer object than base. Read it
 		// from the API server: the cache may be older still, and a patch
 		// computed against it would conflict again or, without the lock,
 		// undo the write that caused the conflict.
-		fresh, err := emptyLike(obj)
+		fresh, err := objcopy.EmptyLike(obj)
 		if err != nil {
-			return zero, fail(err)
+			return zero, fail(fmt.Errorf("%w: %w", ErrInvalidObject, err))
 		}
 		if err := p.apiReader.Get(ctx, client.ObjectKeyFromObject(obj), fresh); err != nil {
 			observe(tgt.label, resultError)
 			return zero, fail(fmt.Errorf("re-read after conflict: %w", err))
+		}
+		// The server showed fresh: a cache copy older than it is stale, even
+		// if the next patch fails or mutate gives up.
+		if p.recorder != nil {
+			if err := p.recorder.ExpectWrite(fresh); err != nil {
+				return zero, fail(fmt.Errorf("re-read after conflict: record live resourceVersion %s: %w",
+					fresh.GetResourceVersion(), err))
+			}
 		}
 		base = fresh
 	}
 }
 
 // attempt runs mutate on a copy of base and sends the difference. It returns
-// the written object and the patch body sent, or a nil body when there was
-// nothing to send. base is not modified.
+// the written object and the patch body; the body is nil when nothing was
+// sent, because there was nothing to send or because building the patch
+// (mutate included) failed. base is not modified.
 func (p *Patcher[T]) attempt(ctx context.Context, tgt target, base T, mutate func(T) error) (T, []byte, error) {
 	var zero T
-	work, err := deepCopy(base)
+	work, err := objcopy.DeepCopy(base)
 	if err != nil {
-		return zero, nil, err
+		return zero, nil, fmt.Errorf("%w: %w", ErrInvalidObject, err)
 	}
 	if err := mutate(work); err != nil {
 		return zero, nil, fmt.Errorf("mutate: %w", err)
@@ -258,28 +295,108 @@ func (p *Patcher[T]) attempt(ctx context.Context, tgt target, base T, mutate fun
 	// does not promise it, and a plain JSON decode would merge the answer into
 	// work, keeping fields the server dropped: the result would claim a write
 	// that did not happen.
-	written, err := emptyLike(base)
+	written, err := objcopy.EmptyLike(base)
 	if err != nil {
-		return zero, nil, err
+		return zero, nil, fmt.Errorf("%w: %w", ErrInvalidObject, err)
 	}
 	if err := tgt.send(ctx, p.client, written, client.RawPatch(types.MergePatchType, body), p.fieldOwner); err != nil {
-		return zero, nil, err
+		return zero, body, err
 	}
 	return written, body, nil
 }
 
-// record reports a successful write to the Recorder, if any.
-func (p *Patcher[T]) record(written T) error {
+// checkSubresource tells a missing object from a missing subresource after a
+// subresource patch answered notFound: a kind without the subresource answers
+// NotFound for objects that exist. It reads the object once through the API
+// reader; only if the very object patched is there is the subresource
+// missing. Otherwise, or if the read fails, the NotFound is not hidden.
+func (p *Patcher[T]) checkSubresource(ctx context.Context, subresource string, base T, notFound error) error {
+	live, err := objcopy.EmptyLike(base)
+	if err != nil {
+		return notFound
+	}
+	key := client.ObjectKeyFromObject(base)
+	switch err := p.apiReader.Get(ctx, key, live); {
+	case apierrors.IsNotFound(err):
+		return notFound
+	case err != nil:
+		// Not wrapping notFound: client.IgnoreNotFound must not drop a write
+		// that may have failed for want of a subresource.
+		return fmt.Errorf("%v; checking whether the object exists: %w", notFound, err)
+	case base.GetUID() != "" && live.GetUID() != base.GetUID():
+		return notFound // deleted and created again: the object patched is gone
+	}
+	return &SubresourceError{Key: key, GroupVersionKind: p.gvk(base), Subresource: subresource}
+}
+
+// gvk returns obj's kind from the client's scheme or, failing that, from obj.
+func (p *Patcher[T]) gvk(obj T) schema.GroupVersionKind {
+	type kinds interface {
+		GroupVersionKindFor(runtime.Object) (schema.GroupVersionKind, error)
+	}
+	for _, c := range []any{p.client, p.apiReader} {
+		if k, ok := c.(kinds); ok {
+			if gvk, err := k.GroupVersionKindFor(obj); err == nil && !gvk.Empty() {
+				return gvk
+			}
+		}
+	}
+	return obj.GetObjectKind().GroupVersionKind()
+}
+
+// record reports a successful write to the Recorder, if any. sentRV is the
+// resourceVersion of the object the patch was computed from, which the
+// optimistic lock sent as the precondition.
+func (p *Patcher[T]) record(ctx context.Context, written T, sentRV string) error {
 	if p.recorder == nil {
 		return nil
 	}
-	// Removing the last finalizer of an object being deleted makes the server
-	// delete it: there will be no cached object at written's resourceVersion to
-	// wait for, only its disappearance.
-	if written.GetDeletionTimestamp() != nil && len(written.GetFinalizers()) == 0 {
+	removed, err := p.removed(ctx, written, sentRV)
+	if err != nil {
+		return err
+	}
+	if removed {
 		return p.recorder.ExpectDeletion(written)
 	}
 	return p.recorder.ExpectWrite(written)
+}
+
+// removed reports whether the write that returned written deleted the object.
+//
+// Removing the last finalizer of an object being deleted deletes it only when
+// its deletion has no grace period left. Observed on kube-apiserver 1.37
+// (envtest): a custom resource is removed, and the answer is the object as
+// sent, with deletionTimestamp, no finalizers and the resourceVersion the
+// patch was sent with, since no newer version of it was ever stored. A
+// scheduled Pod deleted with a 30s grace period is not removed: the answer
+// has deletionTimestamp and no finalizers, but a new resourceVersion, and the
+// Pod lives on at it until the kubelet deletes it. An ordinary write always
+// gets a resourceVersion newer than the stored one, which is never older than
+// the one the patch was computed from, so an unchanged resourceVersion means
+// removed, with the optimistic lock or without.
+//
+// A new resourceVersion is not proof of life: without the lock the server may
+// have held a newer object than sentRV, and controller-runtime's fake client
+// answers a removal with a new resourceVersion. One live read through the API
+// reader settles it.
+func (p *Patcher[T]) removed(ctx context.Context, written T, sentRV string) (bool, error) {
+	if written.GetDeletionTimestamp() == nil || len(written.GetFinalizers()) > 0 {
+		return false, nil
+	}
+	if sentRV != "" && written.GetResourceVersion() == sentRV {
+		return true, nil
+	}
+	live, err := objcopy.EmptyLike(written)
+	if err != nil {
+		return false, fmt.Errorf("%w: %w", ErrInvalidObject, err)
+	}
+	switch err := p.apiReader.Get(ctx, client.ObjectKeyFromObject(written), live); {
+	case apierrors.IsNotFound(err):
+		return true, nil
+	case err != nil:
+		return false, fmt.Errorf("check whether the write deleted the object: %w", err)
+	}
+	return live.GetUID() != written.GetUID(), nil // another object of that name: ours is gone
 }
 
 // withResourceVersion sets metadata.resourceVersion in a merge patch, which
@@ -302,48 +419,6 @@ func withResourceVersion(patch []byte, rv string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("add resourceVersion to merge patch: %w", err)
 	}
-	return out, nil
-}
-
-// isNil reports whether obj is nil or a typed nil pointer, on which any
-// method call could panic.
-func isNil(obj client.Object) bool {
-	if obj == nil {
-		return true
-	}
-	v := reflect.ValueOf(obj)
-	switch v.Kind() {
-	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Interface, reflect.Func, reflect.Chan:
-		return v.IsNil()
-	}
-	return false
-}
-
-func deepCopy[T client.Object](obj T) (T, error) {
-	out, ok := obj.DeepCopyObject().(T)
-	if !ok || isNil(out) {
-		var zero T
-		return zero, fmt.Errorf("statusupdate: DeepCopyObject of %T did not return a %T", obj, zero)
-	}
-	return out, nil
-}
-
-// emptyLike returns a new, empty object of obj's type that carries only what a
-// request needs to address it: kind (required for unstructured objects), name
-// and namespace.
-func emptyLike[T client.Object](obj T) (T, error) {
-	var zero T
-	t := reflect.TypeOf(obj)
-	if t.Kind() != reflect.Pointer {
-		return zero, fmt.Errorf("statusupdate: %T is not a pointer", obj)
-	}
-	out, ok := reflect.New(t.Elem()).Interface().(T)
-	if !ok {
-		return zero, fmt.Errorf("statusupdate: cannot make an empty %T", obj)
-	}
-	out.GetObjectKind().SetGroupVersionKind(obj.GetObjectKind().GroupVersionKind())
-	out.SetNamespace(obj.GetNamespace())
-	out.SetName(obj.GetName())
 	return out, nil
 }
 

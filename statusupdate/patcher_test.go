@@ -61,6 +61,8 @@ type harness struct {
 	statusBody  []string // patch bodies sent to the status subresource
 	statusOpts  []client.SubResourcePatchOptions
 	beforeWrite func(n int32, obj client.Object) error // runs before each status PATCH; an error replaces it
+	// patchObject, when set, answers each object PATCH in place of the fake.
+	patchObject func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch) error
 }
 
 func newHarness(t *testing.T, objs ...client.Object) *harness {
@@ -78,6 +80,12 @@ func newHarness(t *testing.T, objs ...client.Object) *harness {
 		},
 		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
 			h.counts.objectPatches.Add(1)
+			h.mu.Lock()
+			answer := h.patchObject
+			h.mu.Unlock()
+			if answer != nil {
+				return answer(ctx, c, obj, patch)
+			}
 			return c.Patch(ctx, obj, patch, opts...)
 		},
 		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
@@ -410,11 +418,12 @@ func TestPatchServerErrorsWrapped(t *testing.T) {
 		name   string
 		inject error // nil: the object is really missing
 		is     func(error) bool
+		live   int32 // live GETs: a NotFound is checked for a missing subresource
 	}{
-		{"NotFound", nil, apierrors.IsNotFound},
-		{"Forbidden", apierrors.NewForbidden(gr, "p", errors.New("injected")), apierrors.IsForbidden},
+		{"NotFound", nil, apierrors.IsNotFound, 1},
+		{"Forbidden", apierrors.NewForbidden(gr, "p", errors.New("injected")), apierrors.IsForbidden, 0},
 		{"Invalid", apierrors.NewInvalid(schema.GroupKind{Kind: "Pod"}, "p",
-			field.ErrorList{field.Invalid(field.NewPath("status", "phase"), "x", "injected")}), apierrors.IsInvalid},
+			field.ErrorList{field.Invalid(field.NewPath("status", "phase"), "x", "injected")}), apierrors.IsInvalid, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			stored := testPod("p")
@@ -436,7 +445,7 @@ func TestPatchServerErrorsWrapped(t *testing.T) {
 			if !strings.HasPrefix(err.Error(), "patch status of default/p: ") {
 				t.Errorf("error message %q does not name the object", err)
 			}
-			h.wantCounts(t, 0, 0, 1, 0) // no retry for these
+			h.wantCounts(t, 0, tc.live, 1, 0) // no retry for these
 			if diff := cmp.Diff(before, stored); diff != "" {
 				t.Errorf("caller's object changed (-before +after):\n%s", diff)
 			}
@@ -489,6 +498,13 @@ type recorder struct {
 	mu    sync.Mutex
 	calls []string
 	err   error
+}
+
+// note adds an event of the test's own to calls, to check the order.
+func (r *recorder) note(s string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls = append(r.calls, s)
 }
 
 func (r *recorder) ExpectWrite(obj client.Object) error {
@@ -546,9 +562,10 @@ func TestPatchObjectFinalizers(t *testing.T) {
 		finalizers []string
 		want       string // recorder method
 		gone       bool
+		live       int32 // live GETs: the fake's answer to a removal has a new resourceVersion
 	}{
-		{"last finalizer", []string{"example.com/hold"}, "ExpectDeletion", true},
-		{"one of two", []string{"example.com/hold", "example.com/other"}, "ExpectWrite", false},
+		{"last finalizer", []string{"example.com/hold"}, "ExpectDeletion", true, 1},
+		{"one of two", []string{"example.com/hold", "example.com/other"}, "ExpectWrite", false, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pod := testPod("p")
@@ -567,7 +584,7 @@ func TestPatchObjectFinalizers(t *testing.T) {
 			if err != nil {
 				t.Fatalf("PatchObject: %v", err)
 			}
-			h.wantCounts(t, 0, 0, 0, 1)
+			h.wantCounts(t, 0, tc.live, 0, 1)
 			if diff := cmp.Diff([]string{tc.want + " " + got.ResourceVersion}, rec.calls); diff != "" {
 				t.Errorf("recorder calls (-want +got):\n%s", diff)
 			}
