@@ -127,10 +127,13 @@ func runManager(ctx context.Context, f flags) error {
 	if err != nil {
 		return fmt.Errorf("new manager: %w", err)
 	}
-	r := reconciler.New(mgr, reconciler.Options{
+	r, err := reconciler.New(mgr, reconciler.Options{
 		Installer: sim.New(sim.Options{UninstallDuration: f.uninstall}),
 		Interval:  cfgs.SyncStatusCheckInterval,
 	})
+	if err != nil {
+		return err
+	}
 	if err := r.SetupWithManager(mgr, "workitem", controller.Options{MaxConcurrentReconciles: f.concurrency}); err != nil {
 		return fmt.Errorf("set up controller: %w", err)
 	}

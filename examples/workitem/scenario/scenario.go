@@ -112,13 +112,13 @@ type Report struct {
 	LeftChildren int
 	// DuplicateUninstalls counts uninstalls reported done beyond one per item.
 	DuplicateUninstalls int
-	P50, P99, Max      time.Duration // delete request to object gone, over deleted items
-	Elapsed            time.Duration // from the first delete to the last item gone (or the deadline)
+	P50, P99, Max       time.Duration // delete request to object gone, over deleted items
+	Elapsed             time.Duration // from the first delete to the last item gone (or the deadline)
 	// Requests are the controller's WorkItem API requests during the delete
 	// burst, by verb; ChildRequests its requests for children (ConfigMaps).
 	Requests      map[string]int
 	ChildRequests map[string]int
-	Reconciles int // reconciles during the delete burst
+	Reconciles    int // reconciles during the delete burst
 	// Error, set by callers that keep going, says why a run did not finish.
 	Error string
 }
@@ -430,8 +430,10 @@ func startManager(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme,
 		err = ported.SetupWithManager(mgr, &naive.Controller{Client: mgr.GetClient(), ConfigManager: cfgs, Installer: installer, Variant: naive.Incident},
 			name, copts)
 	case Racesafe:
-		err = reconciler.New(mgr, reconciler.Options{Installer: installer, Interval: cfgs.SyncStatusCheckInterval}).
-			SetupWithManager(mgr, name, copts)
+		var r *reconciler.Reconciler
+		if r, err = reconciler.New(mgr, reconciler.Options{Installer: installer, Interval: cfgs.SyncStatusCheckInterval}); err == nil {
+			err = r.SetupWithManager(mgr, name, copts)
+		}
 	default:
 		variant := map[Kind]naive.Variant{Naive: naive.Incident, NaiveRYW: naive.Incident, NaiveFix1: naive.Fix1, NaiveFix2: naive.Fix2}[kind]
 		err = (&naive.Controller{Client: mgr.GetClient(), ConfigManager: cfgs, Installer: installer, Variant: variant}).
