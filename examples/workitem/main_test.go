@@ -31,12 +31,12 @@ func TestDemo(t *testing.T) {
 			rows[f[0]] = f
 		}
 	}
-	// columns: controller items deleted stuck ...
-	if r := rows["naive"]; r == nil || r[3] == "0" {
-		t.Errorf("naive row %v: want items stuck\n%s", r, stdout.String())
+	// columns: controller items deleted stuck dup-children left-children dup-uninstalls ...
+	if r := rows["naive"]; r == nil || r[3] == "0" || r[4] == "0" {
+		t.Errorf("naive row %v: want items stuck and duplicate children\n%s", r, stdout.String())
 	}
-	if r := rows["racesafe"]; r == nil || r[2] != "12" || r[3] != "0" {
-		t.Errorf("racesafe row %v: want 12 deleted, 0 stuck\n%s", r, stdout.String())
+	if r := rows["racesafe"]; r == nil || r[2] != "12" || r[3] != "0" || r[4] != "0" || r[5] != "0" || r[6] != "0" {
+		t.Errorf("racesafe row %v: want 12 deleted, 0 stuck, no duplicate or left child, no duplicate uninstall\n%s", r, stdout.String())
 	}
 }
 

@@ -142,6 +142,19 @@ func (cw *childWatch) duplicates() int {
 	return n
 }
 
+// owners returns the UIDs of the items that had children.
+func (cw *childWatch) owners() []types.UID {
+	cw.mu.Lock()
+	defer cw.mu.Unlock()
+	out := make([]types.UID, 0, len(cw.created))
+	for owner := range cw.created {
+		if owner != markerOwner {
+			out = append(out, types.UID(owner))
+		}
+	}
+	return out
+}
+
 func (cw *childWatch) stop() {
 	cw.cancel()
 	<-cw.done
