@@ -1,0 +1,244 @@
+package expectations
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/racesafe/racesafe/internal/objcopy"
+)
+
+// ownerKind is the cache's view of one owned kind: how new it is, read from
+// the client-go store or, where that is unavailable, from the events an
+// added handler saw.
+type ownerKind struct {
+	gk    schema.GroupKind
+	proto client.Object // empty object of the kind, as written (typed, unstructured or metadata)
+	inf   cache.Informer
+	// store is the informer's client-go store, nil when the informer does
+	// not expose one (controller-runtime's multi-namespace informer).
+	store   toolscache.Store
+	m       ownerKindMetrics
+	waiting atomic.Int64 // records waiting on this kind; events skip the owners' scan at zero
+
+	mu sync.Mutex
+	// seen holds, per namespace, the highest resourceVersion the handler
+	// saw. A watch delivers one stream's events in resourceVersion order, so
+	// once an object at rv was delivered, every write at or below rv on
+	// that stream was delivered before it. A multi-namespace cache runs one
+	// informer, so one stream, per namespace, and the streams run apart: a
+	// namespace whose stream is ahead says nothing of another, hence the
+	// key. A cluster-wide informer is one stream for all namespaces: any
+	// namespace's maximum is a lower bound of what it delivered, so keying
+	// by namespace is only conservative there.
+	seen map[string]string
+}
+
+// kindFor returns the view of gvk's cache, fetching the informer and adding
+// the handler at the first call for the kind.
+func (t *OwnerTracker) kindFor(ctx context.Context, gvk schema.GroupVersionKind, owned client.Object) (*ownerKind, error) {
+	gk := gvk.GroupKind()
+	t.kindsMu.Lock()
+	defer t.kindsMu.Unlock()
+	if k := t.kinds[gk]; k != nil {
+		return k, nil
+	}
+	proto, err := objcopy.EmptyLike(owned)
+	if err != nil {
+		return nil, err
+	}
+	proto.SetName("")
+	proto.SetNamespace("")
+	proto.GetObjectKind().SetGroupVersionKind(gvk)
+	// Not blocking: the first record may be made before the cache syncs;
+	// until it does, the kind reads as stale.
+	inf, err := t.cache.GetInformer(ctx, proto, cache.BlockUntilSynced(false))
+	if err != nil {
+		return nil, fmt.Errorf("get informer: %w", err)
+	}
+	k := &ownerKind{
+		gk:    gk,
+		proto: proto,
+		inf:   inf,
+		m:     newOwnerKindMetrics(t.name, t.ownerLabel, gk.String()),
+		seen:  make(map[string]string),
+	}
+	if s, ok := inf.(interface{ GetStore() toolscache.Store }); ok {
+		k.store = s.GetStore()
+	}
+	// The handler is added even when the store answers: it wakes owners,
+	// and stands in when the store's version is empty (AtomicFIFO off).
+	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { t.observe(k, obj, false) },
+		UpdateFunc: func(_, obj any) { t.observe(k, obj, false) },
+		DeleteFunc: func(obj any) { t.observe(k, obj, true) },
+	}); err != nil {
+		return nil, fmt.Errorf("add event handler: %w", err)
+	}
+	t.kinds[gk] = k
+	return k, nil
+}
+
+// version returns the resourceVersion the cache of the kind has reached in
+// namespace, "" when nothing is known. client-go's store answers first: its
+// LastStoreSyncResourceVersion is the version of the last event, list or
+// bookmark applied, for the informer's whole stream. It is "" when the
+// AtomicFIFO feature is off (client-go then cannot say); the handler's
+// per-namespace maximum answers instead.
+func (k *ownerKind) version(namespace string) string {
+	rv := ""
+	if k.store != nil {
+		rv = k.store.LastStoreSyncResourceVersion()
+	}
+	if rv == "" {
+		k.mu.Lock()
+		rv = k.seen[namespace]
+		k.mu.Unlock()
+	}
+	if n, err := strconv.ParseUint(rv, 10, 64); err == nil {
+		k.m.version.Set(float64(n))
+	}
+	return rv
+}
+
+// shows reports whether the cache still shows the incarnation uid of key
+// as not deleted. An informer that has not synced cannot tell: it shows.
+func (k *ownerKind) shows(ctx context.Context, r client.Reader, key client.ObjectKey, uid types.UID) (bool, error) {
+	if !k.inf.HasSynced() {
+		return true, nil
+	}
+	obj, ok := k.proto.DeepCopyObject().(client.Object)
+	if !ok {
+		return true, fmt.Errorf("copy of %T is not a client.Object", k.proto)
+	}
+	if err := r.Get(ctx, key, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return true, err
+	}
+	return sameUID(uid, obj.GetUID()) && obj.GetDeletionTimestamp() == nil, nil
+}
+
+// observe is the kind's event handler: it raises the namespace's version and
+// wakes the owners whose records the event satisfied.
+func (t *OwnerTracker) observe(k *ownerKind, obj any, deleted bool) {
+	tomb := false
+	if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		obj, tomb, deleted = d.Obj, true, true
+	}
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return
+	}
+	ns := m.GetNamespace()
+	if !tomb { // a tombstone carries the last version known, not the deletion's
+		k.raiseSeen(ns, m.GetResourceVersion())
+	}
+	if k.waiting.Load() == 0 {
+		return
+	}
+	t.wake(k, ns, m.GetUID(), deleted || m.GetDeletionTimestamp() != nil)
+}
+
+func (k *ownerKind) raiseSeen(namespace, rv string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	cur := k.seen[namespace]
+	if cur == "" {
+		if _, err := resourceversion.CompareResourceVersion(rv, rv); err == nil {
+			k.seen[namespace] = rv
+		}
+		return
+	}
+	if cmp, err := resourceversion.CompareResourceVersion(rv, cur); err == nil && cmp > 0 {
+		k.seen[namespace] = rv
+	}
+}
+
+// wake marks deletions seen and enqueues, once per raise, every owner whose
+// record for (kind, namespace) the cache now satisfies. It scans the owners,
+// so it costs O(owners with records) per event of a kind someone waits on.
+func (t *OwnerTracker) wake(k *ownerKind, namespace string, uid types.UID, gone bool) {
+	var keys []client.ObjectKey
+	ok := ownedKey{gk: k.gk, namespace: namespace}
+	t.mu.Lock()
+	for key, e := range t.owners {
+		w := e.waits[ok]
+		if w == nil {
+			continue
+		}
+		if d := w.gone[uid]; gone && d != nil {
+			d.seen = true
+		}
+		if w.woken || len(t.queues) == 0 || !w.caughtUp(namespace) {
+			continue
+		}
+		w.woken = true
+		keys = append(keys, key)
+	}
+	queues := make([]*ownerQueue, 0, len(t.queues))
+	if len(keys) > 0 {
+		for q := range t.queues {
+			queues = append(queues, q)
+		}
+	}
+	t.mu.Unlock()
+	for _, q := range queues {
+		for _, key := range keys {
+			q.q.Add(reconcile.Request{NamespacedName: key})
+		}
+	}
+}
+
+// caughtUp reports, from the kind's version and the deletions the handler
+// saw, whether the record is satisfied. Check decides; this only wakes.
+func (w *ownedWait) caughtUp(namespace string) bool {
+	if w.rv != "" {
+		cmp, err := resourceversion.CompareResourceVersion(w.kind.version(namespace), w.rv)
+		if err != nil || cmp < 0 {
+			return false
+		}
+	}
+	for _, d := range w.gone {
+		if !d.seen {
+			return false
+		}
+	}
+	return true
+}
+
+// Source returns an event source for the owner's controller
+// (builder.WatchesRawSource) that enqueues an owner when an owned kind's
+// cache reaches what the owner's records wait for. It is driven by the
+// owned kinds' informer events, not by polling, and enqueues each owner once
+// per raise of a record. It may be started by several controllers; each
+// start lasts until its context ends.
+func (t *OwnerTracker) Source() source.Source {
+	return source.Func(func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+		oq := &ownerQueue{q: q}
+		t.mu.Lock()
+		t.queues[oq] = struct{}{}
+		t.mu.Unlock()
+		context.AfterFunc(ctx, func() {
+			t.mu.Lock()
+			delete(t.queues, oq)
+			t.mu.Unlock()
+		})
+		return nil
+	})
+}
