@@ -217,10 +217,13 @@ func (r *Controller) executeUninstall(ctx context.Context, item *v1.WorkItem) (c
 
 // reconcileCreate is the create flow in the same style:
 // Pending -> Installing -> Ready or Failed. Installing creates the item's
-// child unless the cached List shows one.
+// child unless the cached List shows one. The finalizer goes on with a
+// merge patch, as many operators add it: no resourceVersion is sent, so a
+// stale cache copy does not conflict, and item then holds the server's answer.
 func (r *Controller) reconcileCreate(ctx context.Context, item *v1.WorkItem) (ctrl.Result, error) {
+	before := item.DeepCopy()
 	if controllerutil.AddFinalizer(item, v1.Finalizer) {
-		if err := r.Update(ctx, item); err != nil {
+		if err := r.Patch(ctx, item, client.MergeFrom(before)); err != nil {
 			return ctrl.Result{}, err
 		}
 	}

@@ -36,6 +36,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -73,6 +74,7 @@ type Reconciler struct {
 	scheme    *runtime.Scheme
 	reader    *expectations.Reader
 	tracker   *expectations.Tracker
+	owners    *expectations.OwnerTracker
 	patcher   *statusupdate.Patcher[*v1.WorkItem]
 	machine   *phase.Machine[*v1.WorkItem, v1.Phase]
 	installer *sim.Installer
@@ -85,7 +87,17 @@ func New(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		opts.StaleRequeue = 200 * time.Millisecond
 	}
 	tracker := expectations.New(expectations.Options{Name: "workitem"})
+	owners, err := expectations.NewOwnerTracker(expectations.OwnerOptions{
+		Name:   "workitem",
+		For:    &v1.WorkItem{},
+		Cache:  mgr.GetCache(),
+		Scheme: mgr.GetScheme(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("workitem owner tracker: %w", err)
+	}
 	r := &Reconciler{
+		owners:    owners,
 		client:    mgr.GetClient(),
 		scheme:    mgr.GetScheme(),
 		reader:    expectations.NewReader(mgr.GetClient(), tracker),
@@ -126,7 +138,8 @@ func New(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 // SetupWithManager registers the controller. Status-only changes are
 // filtered out as in the incident, except those that satisfy a pending
 // expectation: the wake-up an item requeued on a stale read is waiting for.
-// It owns the items' children.
+// It owns the items' children, and the owner check's source enqueues an
+// item whose children's cache reached what its check waits for.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, name string, opts controller.Options) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(name).
@@ -135,20 +148,28 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, name string, opts contro
 			expectations.Predicate[client.Object](r.tracker),
 		))).
 		Owns(&corev1.ConfigMap{}).
+		WatchesRawSource(r.owners.Source()).
 		WithOptions(opts).
 		Complete(r)
 }
 
-// Reconcile reads the item (refusing a stale cache entry) and runs the
-// machine. A stale read, and a write the machine refused because the
-// item's phase moved (a *phase.PhaseMovedError), end in a short requeue
-// that does not feed the rate limiter's backoff.
+// Reconcile reads the item (refusing a stale cache entry), checks that the
+// cache has seen every child this controller created or deleted for it, and
+// runs the machine. A stale read, a stale children's cache, and a write the
+// machine refused because the item's phase moved (a *phase.PhaseMovedError)
+// end in a short requeue that does not feed the rate limiter's backoff.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	item := &v1.WorkItem{}
 	if err := r.reader.Get(ctx, req.NamespacedName, item); err != nil {
 		if apierrors.IsNotFound(err) {
+			// Gone: its children's records go with it.
+			r.owners.Forget(&v1.WorkItem{ObjectMeta: metav1.ObjectMeta{Namespace: req.Namespace, Name: req.Name}})
 			return ctrl.Result{}, nil
 		}
+		return requeue.OnStale(err, r.stale)
+	}
+	// Before any List of children.
+	if err := r.owners.Check(ctx, item); err != nil {
 		return requeue.OnStale(err, r.stale)
 	}
 	// The finalizer goes on before anything is installed, outside the
@@ -270,14 +291,25 @@ func release(it *v1.WorkItem) phase.Decision {
 }
 
 // installChild creates the item's child unless the cached List shows one,
-// with the List-then-Create of the naive controller.
+// with the List-then-Create of the naive controller, and records the
+// Create: until the cache shows the child, the owner check at Reconcile's
+// entry refuses the item, so no List can miss it.
 func (r *Reconciler) installChild(ctx context.Context, it *v1.WorkItem) error {
-	_, err := naive.EnsureChild(ctx, r.client, r.scheme, it)
-	return err
+	child, err := naive.EnsureChild(ctx, r.client, r.scheme, it)
+	if err != nil || child == nil {
+		return err
+	}
+	return r.owners.Wrote(ctx, it, child)
 }
 
-// uninstallChildren deletes the children the cached List shows.
+// uninstallChildren deletes the children the cached List shows, recording
+// each deletion for the owner check.
 func (r *Reconciler) uninstallChildren(ctx context.Context, it *v1.WorkItem) error {
-	_, err := naive.DeleteChildren(ctx, r.client, it)
+	deleted, err := naive.DeleteChildren(ctx, r.client, it)
+	for i := range deleted {
+		if rerr := r.owners.Deleted(ctx, it, &deleted[i]); rerr != nil && err == nil {
+			err = rerr
+		}
+	}
 	return err
 }

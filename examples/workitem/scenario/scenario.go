@@ -77,10 +77,10 @@ type Options struct {
 	MaxConcurrentReconciles int
 	// UninstallDuration is how long the simulated uninstall takes.
 	UninstallDuration time.Duration
-	// InstallDuration is how long the simulated install takes; default half
-	// the lag, so that the requeue that polls the install comes back before
-	// the cache has seen the child the first reconcile created. Negative
-	// means none.
+	// InstallDuration is how long the simulated install takes; default a
+	// quarter of the lag, so that the requeue that polls the install comes
+	// back before the cache has seen the child the first reconcile created.
+	// Negative means none.
 	InstallDuration time.Duration
 	// SyncStatusCheckInterval is the configured requeue interval; default 2s.
 	SyncStatusCheckInterval time.Duration
@@ -385,7 +385,7 @@ func defaults(o Options) Options {
 	}
 	switch {
 	case o.InstallDuration == 0:
-		o.InstallDuration = o.Lag / 2
+		o.InstallDuration = o.Lag / 4
 	case o.InstallDuration < 0:
 		o.InstallDuration = 0
 	}

@@ -100,7 +100,7 @@ func Soak(ctx context.Context, cfg *rest.Config, o SoakOptions) (SoakReport, err
 	rep.GoroutinesBefore = runtime.NumGoroutine()
 	installer := sim.New(sim.Options{
 		FailInstall:       func(string) bool { return true },
-		InstallDuration:   o.Lag / 2, // the install poll comes back before the cache shows the child
+		InstallDuration:   o.Lag / 4, // the install poll comes back before the cache shows the child
 		UninstallDuration: 50 * time.Millisecond,
 	})
 	cfgs := &settings.Manager{}
