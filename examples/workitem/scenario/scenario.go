@@ -82,6 +82,11 @@ type Options struct {
 	// back before the cache has seen the child the first reconcile created.
 	// Negative means none.
 	InstallDuration time.Duration
+	// CreateEvery paces the creation of the items, one every CreateEvery
+	// (default 10ms; negative: all at once). Items then arrive as in a live
+	// cluster rather than as one backlog, whose queueing delay alone would
+	// hold every install poll past the lag.
+	CreateEvery time.Duration
 	// SyncStatusCheckInterval is the configured requeue interval; default 2s.
 	SyncStatusCheckInterval time.Duration
 	// Faults, when set, wraps the controller's client (conflicts, 500s).
@@ -214,7 +219,16 @@ func Run(ctx context.Context, cfg *rest.Config, kind Kind, opts Options) (Report
 	}()
 
 	// Create the items and let the controller's create flow fail them all.
+	pace := time.NewTicker(max(opts.CreateEvery, time.Nanosecond))
+	defer pace.Stop()
 	for i := range opts.Items {
+		if i > 0 && opts.CreateEvery > 0 {
+			select {
+			case <-pace.C:
+			case <-ctx.Done():
+				return rep, ctx.Err()
+			}
+		}
 		item := &v1.WorkItem{
 			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("item-%04d", i), Namespace: ns},
 			Spec:       v1.WorkItemSpec{Payload: fmt.Sprintf("payload-%d", i), DryRun: i%2 == 0},
@@ -382,6 +396,12 @@ func defaults(o Options) Options {
 	}
 	if o.MaxConcurrentReconciles <= 0 {
 		o.MaxConcurrentReconciles = 4
+	}
+	switch {
+	case o.CreateEvery == 0:
+		o.CreateEvery = 10 * time.Millisecond
+	case o.CreateEvery < 0:
+		o.CreateEvery = 0
 	}
 	switch {
 	case o.InstallDuration == 0:
