@@ -21,36 +21,68 @@
 //	if err := c.Status().Update(ctx, item); err != nil {
 //		return ctrl.Result{}, err
 //	}
-//	_ = tracker.ExpectWrite(item) // item now holds the server's answer
-//	...
+//	// item now holds the server's answer.
+//	if err := tracker.ExpectWrite(item); err != nil {
+//		return ctrl.Result{}, err
+//	}
+//	// Later, in this reconcile or the next one:
 //	if err := reader.Get(ctx, key, item); errors.Is(err, expectations.ErrStale) {
 //		return ctrl.Result{RequeueAfter: time.Second}, nil
+//	} else if err != nil {
+//		return ctrl.Result{}, err
 //	}
+//
+// One Tracker serves every kind. Expectations are kept per kind, namespace
+// and name: a Pod and the ConfigMap of its name are two objects. A typed
+// object's kind comes from Options.Scheme, by its Go type; pass the
+// manager's scheme (mgr.GetScheme()) when the tracker sees your own kinds.
 //
 // # Guarantees
 //
-//   - Exact: a cached object is stale if and only if its resourceVersion is
-//     lower than the newest one recorded for its key, compared with
+//   - Exact: a cached object is stale if and only if an expectation is
+//     recorded for its kind, namespace and name that its form has not caught
+//     up with and that has not outlived the TTL, and the object is older than
+//     it: its resourceVersion is lower than the one recorded, compared with
 //     resourceversion.CompareResourceVersion; or it is the incarnation
-//     recorded as deleted; or it is an earlier incarnation (another UID with
-//     a lower resourceVersion). Nothing else is reported stale.
+//     recorded as deleted; or it is another incarnation (another UID) whose
+//     resourceVersion is not higher. A lower one is an earlier incarnation;
+//     an equal one cannot be another object's, since one resourceVersion is
+//     one write, and it was ours. Nothing else is reported stale.
+//   - Kind-aware: nothing read of one kind can satisfy, drop or be refused
+//     by the expectation of another kind. A typed object's kind is the one
+//     Options.Scheme (client-go's scheme.Scheme when nil) has for its Go
+//     type; unstructured and metadata-only objects carry theirs. An object
+//     whose kind cannot be told is an ErrUnknownKind error from every call
+//     that takes it, never taken as fresh.
+//   - Per form: controller-runtime keeps one informer per kind and form
+//     (typed, *metav1.PartialObjectMetadata, *unstructured.Unstructured),
+//     each with its own lag, and one Reader may serve them all. Each form
+//     catches up on its own: a read in one form never satisfies or drops the
+//     expectation for another, and a form that has caught up answers fresh
+//     until the expectation is raised again.
 //   - Monotonic: an expectation only moves forward. A late response with a
 //     lower resourceVersion never lowers it.
-//   - Strict: a resourceVersion that cannot be ordered (empty, leading zero,
-//     not digits) is a *ResourceVersionError, never taken as fresh; nil
-//     objects and objects without a name are errors, never panics.
+//   - Strict: a resourceVersion that cannot be ordered (empty, zero, leading
+//     zero, not digits) is a *ResourceVersionError from ExpectWrite,
+//     ExpectDeletion and Check, whatever is recorded, expired or not: never
+//     taken as fresh. Nil objects and objects without a name are errors,
+//     never panics.
 //   - Live: no expectation outlives its TTL (five minutes by default), and a
 //     NotFound is never stale, so a broken watch or a deleted object delays a
 //     reconcile by at most the TTL.
-//   - Bounded: a satisfied expectation is dropped by the check that sees it;
-//     an expired one by the next check of its key or by a sweep that a write
-//     runs at most once per TTL. Memory follows the writes in flight.
+//   - Bounded: an expectation stops being pending when the first form catches
+//     up with it. It is dropped when every form has caught up, by the check
+//     that meets it after its TTL, or by a sweep that writes run at most once
+//     per TTL, for any TTL up to the largest time.Duration. Memory follows the
+//     writes of the last two TTLs.
 //   - Cheap: checking an object with no expectation, or a fresh one, does not
-//     allocate and takes a read lock on one of 64 shards.
+//     allocate and takes a read lock on one of 64 shards; a form's first
+//     fresh read takes that shard's write lock. The scheme is asked once per
+//     Go type.
 //   - Observable: on controller-runtime's metrics registry, per tracker name,
 //     racesafe_expectations_pending, _stale_reads_total, _satisfied_total,
-//     _expired_total, and _catch_up_seconds, the informer lag seen in
-//     production.
+//     _expired_total, _sweeps_total, and _catch_up_seconds, the informer lag
+//     seen in production.
 //
 // # What it does not do
 //
@@ -67,7 +99,6 @@
 //     after the NotFound that CheckAbsent lets through.
 //   - It does not start goroutines or talk to the API server.
 //
-// One Tracker serves one kind of object: keys are namespace/name. Predicate
-// wakes a controller whose filters would drop the status-only event that
-// satisfies a pending expectation.
+// Predicate wakes a controller whose filters would drop the status-only event
+// that satisfies a pending expectation.
 package expectations

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -21,6 +22,13 @@ var (
 	// be expected of an object the server has not named.
 	ErrNoName = errors.New("object has no name")
 
+	// ErrUnknownKind is returned for an object whose kind cannot be told: a
+	// typed object whose Go type the tracker's scheme does not know (or
+	// knows as several kinds), or an unstructured or metadata-only object
+	// without apiVersion and kind. Expectations are kept per kind, so nothing
+	// can be expected of, or checked for, such an object.
+	ErrUnknownKind = errors.New("unknown kind")
+
 	// ErrInvalidResourceVersion is matched by errors.Is for every
 	// *ResourceVersionError.
 	ErrInvalidResourceVersion = errors.New("invalid resourceVersion")
@@ -28,6 +36,8 @@ var (
 
 // StaleError reports a cached object older than what this controller wrote.
 type StaleError struct {
+	// Kind is the object's kind.
+	Kind schema.GroupKind
 	// Key names the object.
 	Key client.ObjectKey
 	// Want is the resourceVersion recorded by ExpectWrite or ExpectDeletion.
@@ -43,10 +53,18 @@ type StaleError struct {
 func (e *StaleError) Error() string {
 	if e.Deletion {
 		return fmt.Sprintf("%s: %s was deleted at resourceVersion %s but the cache still shows it at %s",
-			ErrStale, e.Key, e.Want, e.Seen)
+			ErrStale, describe(e.Kind, e.Key), e.Want, e.Seen)
 	}
 	return fmt.Sprintf("%s: %s is at resourceVersion %s in the cache, older than %s written by this controller",
-		ErrStale, e.Key, e.Seen, e.Want)
+		ErrStale, describe(e.Kind, e.Key), e.Seen, e.Want)
+}
+
+// describe names an object as kubectl does, "Deployment.apps ns/name".
+func describe(kind schema.GroupKind, key client.ObjectKey) string {
+	if kind.Empty() {
+		return key.String()
+	}
+	return kind.String() + " " + key.String()
 }
 
 // Is reports whether target is ErrStale.
@@ -56,6 +74,8 @@ func (e *StaleError) Is(target error) bool { return target == ErrStale }
 // decimal integer without leading zeros, the only form the API server emits.
 // Such a value cannot be ordered, so it is neither fresh nor stale.
 type ResourceVersionError struct {
+	// Kind is the object's kind.
+	Kind schema.GroupKind
 	// Key names the object.
 	Key client.ObjectKey
 	// ResourceVersion is the offending value.
@@ -66,7 +86,7 @@ type ResourceVersionError struct {
 
 // Error implements error.
 func (e *ResourceVersionError) Error() string {
-	return fmt.Sprintf("%s %q of %s: %v", ErrInvalidResourceVersion, e.ResourceVersion, e.Key, e.Err)
+	return fmt.Sprintf("%s %q of %s: %v", ErrInvalidResourceVersion, e.ResourceVersion, describe(e.Kind, e.Key), e.Err)
 }
 
 // Is reports whether target is ErrInvalidResourceVersion.

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -38,7 +40,7 @@ func ExampleTracker() {
 	fmt.Println(t.Check(cached), t.Pending())
 	// Output:
 	// true
-	// stale cache read: default/item is at resourceVersion 41 in the cache, older than 42 written by this controller
+	// stale cache read: ConfigMap default/item is at resourceVersion 41 in the cache, older than 42 written by this controller
 	// <nil> 0
 }
 
@@ -56,7 +58,8 @@ func ExampleTracker_ExpectDeletion() {
 	var stale *expectations.StaleError
 	fmt.Println(errors.As(t.Check(terminating), &stale), stale.Deletion)
 
-	fmt.Println(t.CheckAbsent(client.ObjectKeyFromObject(deleted)), t.Pending())
+	// The Get that read NotFound went into an empty ConfigMap.
+	fmt.Println(t.CheckAbsent(client.ObjectKeyFromObject(deleted), &corev1.ConfigMap{}), t.Pending())
 	// Output:
 	// true true
 	// <nil> 0
@@ -108,4 +111,47 @@ func ExamplePredicate() {
 	// Output:
 	// false
 	// true
+}
+
+// reconcileStatus is the code block of the package documentation, as it
+// sits in a reconcile.
+func reconcileStatus(ctx context.Context, c client.Client, tracker *expectations.Tracker, reader *expectations.Reader,
+	key client.ObjectKey, item *corev1.Pod,
+) (ctrl.Result, error) {
+	if err := c.Status().Update(ctx, item); err != nil {
+		return ctrl.Result{}, err
+	}
+	// item now holds the server's answer.
+	if err := tracker.ExpectWrite(item); err != nil {
+		return ctrl.Result{}, err
+	}
+	// Later, in this reconcile or the next one:
+	if err := reader.Get(ctx, key, item); errors.Is(err, expectations.ErrStale) {
+		return ctrl.Result{RequeueAfter: time.Second}, nil
+	} else if err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{}, nil
+}
+
+// A status write, then a read from a cache that has not seen it: the
+// reconcile requeues, and item keeps what the server returned. Two fake
+// clients stand in for the API server and the manager's cache.
+func Example() {
+	ctx := context.Background()
+	stored := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "item", UID: "u1", ResourceVersion: "5"},
+		Status:     corev1.PodStatus{Phase: corev1.PodPending},
+	}
+	server := fake.NewClientBuilder().WithObjects(stored.DeepCopy()).WithStatusSubresource(&corev1.Pod{}).Build()
+	cache := fake.NewClientBuilder().WithObjects(stored.DeepCopy()).Build() // never sees the write
+	tracker := expectations.New(expectations.Options{Name: "example"})
+	reader := expectations.NewReader(cache, tracker)
+
+	item := stored.DeepCopy()
+	item.Status.Phase = corev1.PodRunning
+	result, err := reconcileStatus(ctx, server, tracker, reader, client.ObjectKeyFromObject(item), item)
+	fmt.Println(result.RequeueAfter, err, item.Status.Phase)
+	// Output:
+	// 1s <nil> Running
 }

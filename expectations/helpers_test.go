@@ -63,3 +63,59 @@ func readMetric(t *testing.T, family, tracker string) metricSample {
 	t.Fatalf("%s is not registered on controller-runtime's metrics.Registry", family)
 	return metricSample{}
 }
+
+// pod returns default/name with the given UID and resourceVersion.
+func pod(name, uid, rv string) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{
+		Namespace: "default", Name: name, UID: types.UID(uid), ResourceVersion: rv,
+	}}
+}
+
+// podMetadata is pod as a metadata-only informer holds it.
+func podMetadata(name, uid, rv string) *metav1.PartialObjectMetadata {
+	return &metav1.PartialObjectMetadata{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: "default", Name: name, UID: types.UID(uid), ResourceVersion: rv,
+		},
+	}
+}
+
+// metricDeltas reads a tracker's series now, and later how much each moved:
+// the registry is process-wide and a tracker name is reused by -count=2.
+type metricDeltas struct {
+	t       *testing.T
+	tracker string
+	before  map[string]metricSample
+}
+
+var trackerFamilies = []string{
+	"racesafe_expectations_pending",
+	"racesafe_expectations_stale_reads_total",
+	"racesafe_expectations_satisfied_total",
+	"racesafe_expectations_expired_total",
+	"racesafe_expectations_sweeps_total",
+	"racesafe_expectations_catch_up_seconds",
+}
+
+func readDeltas(t *testing.T, tracker string) *metricDeltas {
+	t.Helper()
+	d := &metricDeltas{t: t, tracker: tracker, before: map[string]metricSample{}}
+	for _, f := range trackerFamilies {
+		d.before[f] = readMetric(t, f, tracker)
+	}
+	return d
+}
+
+// delta returns how much a counter or gauge moved since readDeltas.
+func (d *metricDeltas) delta(family string) float64 {
+	d.t.Helper()
+	return readMetric(d.t, family, d.tracker).value - d.before[family].value
+}
+
+// histogram returns the samples and their sum observed since readDeltas.
+func (d *metricDeltas) histogram(family string) (uint64, float64) {
+	d.t.Helper()
+	now := readMetric(d.t, family, d.tracker)
+	return now.count - d.before[family].count, now.sum - d.before[family].sum
+}

@@ -3,6 +3,7 @@ package expectations_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"sync"
@@ -13,10 +14,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/racesafe/racesafe/expectations"
 	"github.com/racesafe/racesafe/internal/testenv"
@@ -76,6 +80,7 @@ func TestIntegrationStaleUntilWatchDelivers(t *testing.T) {
 
 	name := "integration"
 	tr := expectations.New(expectations.Options{Name: name})
+	metrics := readDeltas(t, name)
 	reader := expectations.NewReader(informers, tr)
 
 	// The write: the server answers with a new resourceVersion, the watch
@@ -96,7 +101,7 @@ func TestIntegrationStaleUntilWatchDelivers(t *testing.T) {
 	if !errors.As(err, &stale) {
 		t.Fatalf("Get while the watch is held = %v, want *StaleError", err)
 	}
-	want := expectations.StaleError{Key: key, Want: written.ResourceVersion, Seen: cm.ResourceVersion}
+	want := expectations.StaleError{Kind: schema.GroupKind{Kind: "ConfigMap"}, Key: key, Want: written.ResourceVersion, Seen: cm.ResourceVersion}
 	if diff := cmp.Diff(want, *stale); diff != "" {
 		t.Errorf("StaleError (-want +got):\n%s", diff)
 	}
@@ -144,11 +149,11 @@ func TestIntegrationStaleUntilWatchDelivers(t *testing.T) {
 		t.Errorf("Pending() after the deletion = %d, want 0", n)
 	}
 
-	if got := readMetric(t, "racesafe_expectations_stale_reads_total", name).value; got < 2 {
+	if got := metrics.delta("racesafe_expectations_stale_reads_total"); got < 2 {
 		t.Errorf("stale_reads_total = %v, want at least 2", got)
 	}
-	if h := readMetric(t, "racesafe_expectations_catch_up_seconds", name); h.count != 2 {
-		t.Errorf("catch_up_seconds has %d samples, want 2 (the write and the deletion)", h.count)
+	if count, _ := metrics.histogram("racesafe_expectations_catch_up_seconds"); count != 2 {
+		t.Errorf("catch_up_seconds has %d samples, want 2 (the write and the deletion)", count)
 	}
 }
 
@@ -237,4 +242,117 @@ func (b *gatedBody) Read(p []byte) (int, error) {
 func (b *gatedBody) Close() error {
 	b.closeOnce.Do(func() { close(b.closed) })
 	return b.ReadCloser.Close()
+}
+
+// TestIntegrationKindsOfOneName: a Pod and a ConfigMap of one name, read
+// through the manager's cache while the watches are held. The Pod's write
+// neither makes the ConfigMap stale nor is settled by it, nor by a Secret of
+// that name that does not exist; the Pod stays stale in both of its forms
+// (typed and metadata-only informers) until the watches deliver.
+func TestIntegrationKindsOfOneName(t *testing.T) {
+	env := testenv.Start(t, testenv.Options{})
+	ctx := t.Context()
+	direct, err := client.New(env.Config, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	gate := &watchGate{}
+	mgrConfig := rest.CopyConfig(env.Config)
+	mgrConfig.Wrap(gate.wrap)
+	mgr, err := manager.New(mgrConfig, manager.Options{
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{metav1.NamespaceDefault: {}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgrCtx, stopMgr := context.WithCancel(ctx)
+	stopped := make(chan error, 1)
+	go func() { stopped <- mgr.Start(mgrCtx) }()
+	t.Cleanup(func() {
+		gate.release()
+		stopMgr()
+		if err := <-stopped; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	})
+
+	const name = "same-name"
+	key := client.ObjectKey{Namespace: metav1.NamespaceDefault, Name: name}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: name}}
+	if err := direct.Create(ctx, cm); err != nil {
+		t.Fatalf("create ConfigMap: %v", err)
+	}
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: name},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "example.com/c"}}},
+	}
+	if err := direct.Create(ctx, p); err != nil {
+		t.Fatalf("create Pod: %v", err)
+	}
+	podMeta := func() *metav1.PartialObjectMetadata {
+		return &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}}
+	}
+	c := mgr.GetClient()
+	waitFor(t, "the cache to hold both objects in every form", func(ctx context.Context) (bool, error) {
+		var gotCM corev1.ConfigMap
+		var gotPod corev1.Pod
+		gotMeta := podMeta()
+		for _, get := range []struct {
+			obj client.Object
+			rv  string
+		}{{&gotCM, cm.ResourceVersion}, {&gotPod, p.ResourceVersion}, {gotMeta, p.ResourceVersion}} {
+			err := c.Get(ctx, key, get.obj)
+			if err != nil || get.obj.GetResourceVersion() != get.rv {
+				return false, client.IgnoreNotFound(err)
+			}
+		}
+		var secret corev1.Secret
+		err := c.Get(ctx, key, &secret) // starts the Secret informer
+		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+	})
+
+	tr := expectations.New(expectations.Options{Name: "integration-kinds"})
+	reader := expectations.NewReader(c, tr)
+
+	gate.hold()
+	written := p.DeepCopy()
+	written.Labels = map[string]string{"phase": "Deleting"}
+	if err := direct.Update(ctx, written); err != nil {
+		t.Fatalf("update Pod: %v", err)
+	}
+	if err := tr.ExpectWrite(written); err != nil {
+		t.Fatal(err)
+	}
+
+	var gotCM corev1.ConfigMap
+	if err := reader.Get(ctx, key, &gotCM); err != nil {
+		t.Errorf("Get ConfigMap at rv %s after the Pod's write at %s = %v, want nil", cm.ResourceVersion, written.ResourceVersion, err)
+	}
+	if err := reader.Get(ctx, key, &corev1.Secret{}); !apierrors.IsNotFound(err) {
+		t.Errorf("Get Secret = %v, want NotFound", err)
+	}
+	var stale *expectations.StaleError
+	if err := reader.Get(ctx, key, &corev1.Pod{}); !errors.As(err, &stale) || stale.Kind.Kind != "Pod" || stale.Seen != p.ResourceVersion {
+		t.Errorf("Get Pod while the watch is held = %v, want a Pod *StaleError seen at %s", err, p.ResourceVersion)
+	}
+	if err := reader.Get(ctx, key, podMeta()); !errors.Is(err, expectations.ErrStale) {
+		t.Errorf("Get Pod metadata while the watch is held = %v, want stale", err)
+	}
+
+	gate.release()
+	for _, obj := range []client.Object{&corev1.Pod{}, podMeta()} {
+		waitFor(t, fmt.Sprintf("the %T cache to catch up with the write", obj), func(ctx context.Context) (bool, error) {
+			err := reader.Get(ctx, key, obj)
+			if errors.Is(err, expectations.ErrStale) {
+				return false, nil
+			}
+			return err == nil, err
+		})
+		if obj.GetResourceVersion() != written.ResourceVersion {
+			t.Errorf("%T after catching up at rv %s, want %s", obj, obj.GetResourceVersion(), written.ResourceVersion)
+		}
+	}
 }

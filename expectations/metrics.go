@@ -11,7 +11,7 @@ import (
 var (
 	pendingGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "racesafe_expectations_pending",
-		Help: "Expectations recorded and not yet satisfied, expired or forgotten.",
+		Help: "Expectations recorded that no form of cached read has caught up with, and not expired or forgotten.",
 	}, []string{"tracker"})
 
 	staleReadsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -29,6 +29,11 @@ var (
 		Help: "Expectations dropped after their TTL without being satisfied.",
 	}, []string{"tracker"})
 
+	sweepsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "racesafe_expectations_sweeps_total",
+		Help: "Sweeps of expired expectations; at most one per TTL.",
+	}, []string{"tracker"})
+
 	catchUpSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "racesafe_expectations_catch_up_seconds",
 		Help: "Time from recording an expectation to the cached read that satisfied it: the informer lag.",
@@ -39,7 +44,7 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(pendingGauge, staleReadsTotal, satisfiedTotal, expiredTotal, catchUpSeconds)
+	metrics.Registry.MustRegister(pendingGauge, staleReadsTotal, satisfiedTotal, expiredTotal, sweepsTotal, catchUpSeconds)
 }
 
 // trackerMetrics holds one tracker's series, resolved once at New so the
@@ -49,6 +54,7 @@ type trackerMetrics struct {
 	stale     prometheus.Counter
 	satisfied prometheus.Counter
 	expired   prometheus.Counter
+	sweeps    prometheus.Counter
 	catchUp   prometheus.Observer
 }
 
@@ -58,6 +64,7 @@ func newTrackerMetrics(name string) trackerMetrics {
 		stale:     staleReadsTotal.WithLabelValues(name),
 		satisfied: satisfiedTotal.WithLabelValues(name),
 		expired:   expiredTotal.WithLabelValues(name),
+		sweeps:    sweepsTotal.WithLabelValues(name),
 		catchUp:   catchUpSeconds.WithLabelValues(name),
 	}
 }

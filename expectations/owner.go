@@ -3,7 +3,6 @@ package expectations
 import (
 	"context"
 	"fmt"
-	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -215,7 +214,7 @@ func (t *OwnerTracker) DeletedOwned(ctx context.Context, owned client.Object) er
 }
 
 func (t *OwnerTracker) ownerOf(owner client.Object) (client.ObjectKey, types.UID, error) {
-	key, err := keyOf(owner)
+	key, err := nameOf(owner)
 	if err != nil {
 		return key, "", fmt.Errorf("owner: %w", err)
 	}
@@ -230,7 +229,7 @@ func (t *OwnerTracker) ownerOf(owner client.Object) (client.ObjectKey, types.UID
 }
 
 func (t *OwnerTracker) controllerOf(owned client.Object) (client.ObjectKey, types.UID, error) {
-	okey, err := keyOf(owned)
+	okey, err := nameOf(owned)
 	if err != nil {
 		return okey, "", fmt.Errorf("owned: %w", err)
 	}
@@ -253,7 +252,7 @@ func (t *OwnerTracker) gvkOf(obj client.Object) (schema.GroupVersionKind, error)
 }
 
 func (t *OwnerTracker) record(ctx context.Context, owner client.ObjectKey, ownerUID types.UID, owned client.Object, deletion bool) error {
-	okey, err := keyOf(owned)
+	okey, err := nameOf(owned)
 	if err != nil {
 		return fmt.Errorf("owned object of %s: %w", owner, err)
 	}
@@ -333,7 +332,7 @@ func (t *OwnerTracker) record(ctx context.Context, owner client.ObjectKey, owner
 //   - nil for a record older than the TTL, dropped and counted expired; or,
 //     with LiveReadOnExpiry, an *OwnerExpiredError once.
 func (t *OwnerTracker) Check(ctx context.Context, owner client.Object) error {
-	key, err := keyOf(owner)
+	key, err := nameOf(owner)
 	if err != nil {
 		return fmt.Errorf("owner: %w", err)
 	}
@@ -490,7 +489,7 @@ func (t *OwnerTracker) judgeOwned(ctx context.Context, owner client.ObjectKey, p
 // NotFound at the reconcile's entry; an object with only the key will do),
 // so that its records do not wait for the TTL sweep.
 func (t *OwnerTracker) Forget(owner client.Object) {
-	key, err := keyOf(owner)
+	key, err := nameOf(owner)
 	if err != nil {
 		return
 	}
@@ -542,13 +541,17 @@ func (t *OwnerTracker) maybeSweep(now time.Time) {
 	}
 }
 
-// addSaturated returns ns+d, or math.MaxInt64 where that overflows: a TTL of
-// a century must mean "not soon", not a sweep on every write.
-func addSaturated(ns int64, d time.Duration) int64 {
-	if d > 0 && ns > math.MaxInt64-int64(d) {
-		return math.MaxInt64
+// nameOf returns obj's namespace and name, refusing a nil object and one
+// without a name.
+func nameOf(obj client.Object) (client.ObjectKey, error) {
+	if objcopy.IsNil(obj) {
+		return client.ObjectKey{}, fmt.Errorf("%T: %w", obj, ErrNilObject)
 	}
-	return ns + int64(d)
+	key := client.ObjectKey{Namespace: obj.GetNamespace(), Name: obj.GetName()}
+	if key.Name == "" {
+		return key, fmt.Errorf("%T in namespace %q: %w", obj, key.Namespace, ErrNoName)
+	}
+	return key, nil
 }
 
 // ownerQueue is a controller's queue that Source feeds.

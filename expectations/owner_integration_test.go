@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/racesafe/racesafe/expectations"
 	"github.com/racesafe/racesafe/internal/metricstest"
@@ -56,9 +57,9 @@ func TestOwnerIntegration(t *testing.T) {
 		{name: "100ms multi-namespace", lag: 100 * time.Millisecond, multiNamespace: true},
 		{name: "400ms jitter cluster-wide", lag: 400 * time.Millisecond, jitter: 100 * time.Millisecond},
 	} {
-		for _, guarded := range []bool{false, true} {
-			lc.guarded = guarded
-			t.Run("ListThenCreateUnderLag/"+lc.name+"/"+map[bool]string{false: "naive", true: "guarded"}[guarded], func(t *testing.T) {
+		for _, mode := range []listMode{listNaive, listGuarded, listClient} {
+			lc.mode = mode
+			t.Run("ListThenCreateUnderLag/"+lc.name+"/"+string(mode), func(t *testing.T) {
 				testListThenCreate(t, env.Config, direct, lc)
 			})
 		}
@@ -302,16 +303,28 @@ type listCase struct {
 	name           string
 	lag, jitter    time.Duration
 	multiNamespace bool
-	guarded        bool
+	mode           listMode
 }
+
+// listMode is how the list-then-create controller is protected.
+type listMode string
+
+const (
+	listNaive   listMode = "naive"   // not at all
+	listGuarded listMode = "guarded" // OwnerTracker.Check at entry, Wrote after Create
+	listClient  listMode = "client"  // the drop-in Client, wrapped in requeue.Floor
+)
 
 // testListThenCreate is the ReplicaSet problem: "list my children from the
 // cache, create one if there is none", requeued every 20 ms, under a watch
 // lag (with jitter up to lc.jitter). Naive, it creates duplicates; with the
-// owner Check in front (and requeue.OnStale), exactly one child.
+// owner Check in front (and requeue.OnStale), or through the drop-in Client
+// (whose Get of the owner refuses while its children's cache lags, and a
+// requeue.Floor that turns that refusal into a short requeue), exactly one
+// child.
 func testListThenCreate(t *testing.T, cfg *rest.Config, direct client.Client, lc listCase) {
-	guarded := lc.guarded
-	ns := fmt.Sprintf("list-%d-%t-%t", lc.lag.Milliseconds(), lc.multiNamespace, guarded)
+	guarded := lc.mode == listGuarded
+	ns := fmt.Sprintf("list-%d-%t-%s", lc.lag.Milliseconds(), lc.multiNamespace, lc.mode)
 	makeNamespace(t, direct, ns)
 	var seenChild atomic.Int64 // reconciles that saw the child in the cache
 	var jitter func() time.Duration
@@ -323,10 +336,20 @@ func testListThenCreate(t *testing.T, cfg *rest.Config, direct client.Client, lc
 		if err != nil {
 			return err
 		}
-		c := mgr.GetClient()
+		var c client.Client = mgr.GetClient()
+		wrap := func(r reconcile.Reconciler) reconcile.Reconciler { return r }
+		if lc.mode == listClient {
+			tracker := expectations.New(expectations.Options{Name: "client-" + ns})
+			if c, err = expectations.NewClient(mgr.GetClient(), expectations.ClientOptions{Tracker: tracker, Owners: tr}); err != nil {
+				return err
+			}
+			wrap = func(r reconcile.Reconciler) reconcile.Reconciler {
+				return requeue.Floor(r, requeue.FloorOptions[reconcile.Request]{Name: "client-" + ns, StaleAfter: 20 * time.Millisecond})
+			}
+		}
 		return ctrl.NewControllerManagedBy(mgr).Named("owner-" + ns).For(&corev1.ConfigMap{}).Owns(&corev1.Secret{}).
 			WatchesRawSource(tr.Source()).
-			Complete(reconcileFunc(func(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+			Complete(wrap(reconcileFunc(func(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 				if req.Namespace != ns { // a cluster-wide cache sees every ConfigMap
 					return ctrl.Result{}, nil
 				}
@@ -357,7 +380,7 @@ func testListThenCreate(t *testing.T, cfg *rest.Config, direct client.Client, lc
 					}
 				}
 				return ctrl.Result{RequeueAfter: 20 * time.Millisecond}, nil
-			}))
+			})))
 	})
 	createOwner(t, direct, ns)
 	// Run until the cache has shown the children for a while, then count
@@ -370,11 +393,11 @@ func testListThenCreate(t *testing.T, cfg *rest.Config, direct client.Client, lc
 		t.Fatal(err)
 	}
 	got := len(onServer.Items)
-	t.Logf("%s controller: %d children on the server", map[bool]string{false: "naive", true: "guarded"}[guarded], got)
-	if guarded && got != 1 {
-		t.Errorf("guarded controller created %d children, want exactly 1", got)
+	t.Logf("%s controller: %d children on the server", lc.mode, got)
+	if lc.mode != listNaive && got != 1 {
+		t.Errorf("%s controller created %d children, want exactly 1", lc.mode, got)
 	}
-	if !guarded && got < 2 {
+	if lc.mode == listNaive && got < 2 {
 		t.Errorf("naive controller created %d children; under a %s lag it must duplicate, or this test proves nothing", got, lc.lag)
 	}
 }

@@ -9,10 +9,15 @@ import (
 // Predicate returns an event filter that lets through the event in which
 // the cache catches up with a pending expectation of t:
 //
-//   - Update, when the new object satisfies it (Satisfied);
-//   - Delete, when an expectation is recorded for the key: absence settles
-//     both kinds (see CheckAbsent);
+//   - Update, when the new object catches its form up with it (Satisfied);
+//   - Delete, when an expectation is recorded for the object's kind and key
+//     that its form has not caught up with: absence settles writes and
+//     deletions alike (see CheckAbsent);
 //   - never Create or Generic.
+//
+// T's kind is told as Tracker.Check tells it: T may be a typed object,
+// *metav1.PartialObjectMetadata or *unstructured.Unstructured, each the form
+// its informer delivers. An object whose kind cannot be told never passes.
 //
 // It is meant to be OR'ed with the controller's usual filter, which often
 // drops status-only updates. The update that carries the controller's own
@@ -34,8 +39,7 @@ func Predicate[T client.Object](t *Tracker) predicate.TypedPredicate[T] {
 			return t.Satisfied(e.ObjectNew)
 		},
 		DeleteFunc: func(e event.TypedDeleteEvent[T]) bool {
-			key, err := keyOf(e.Object)
-			return err == nil && t.has(key)
+			return t.awaits(e.Object)
 		},
 	}
 }

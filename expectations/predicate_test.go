@@ -94,3 +94,39 @@ func TestPredicateEvents(t *testing.T) {
 		t.Errorf("Pending() = %d, want 1", got)
 	}
 }
+
+// TestPredicateKeepsKindsAndFormsApart: the filter of one kind's or one
+// form's informer is not woken by another's expectation, and lets its own
+// catching-up event through once.
+func TestPredicateKeepsKindsAndFormsApart(t *testing.T) {
+	tr := expectations.New(expectations.Options{Name: "predicate-kinds"})
+	if err := tr.ExpectWrite(pod("a", "p1", "10")); err != nil {
+		t.Fatal(err)
+	}
+	p := expectations.Predicate[client.Object](tr)
+	if p.Update(event.UpdateEvent{ObjectOld: configMap("a", "c1", "11"), ObjectNew: configMap("a", "c1", "12")}) {
+		t.Error("a ConfigMap's update passed for a Pod's expectation")
+	}
+	if p.Delete(event.DeleteEvent{Object: configMap("a", "c1", "12")}) {
+		t.Error("a ConfigMap's deletion passed for a Pod's expectation")
+	}
+	metaUpdate := event.UpdateEvent{ObjectOld: podMetadata("a", "p1", "9"), ObjectNew: podMetadata("a", "p1", "10")}
+	if !p.Update(metaUpdate) {
+		t.Error("the metadata-only update that catches up did not pass")
+	}
+	if err := tr.Check(podMetadata("a", "p1", "10")); err != nil {
+		t.Fatal(err)
+	}
+	if p.Update(metaUpdate) {
+		t.Error("a metadata-only update passed after that form caught up")
+	}
+	if p.Delete(event.DeleteEvent{Object: podMetadata("a", "p1", "10")}) {
+		t.Error("a metadata-only deletion passed after that form caught up")
+	}
+	if !p.Update(event.UpdateEvent{ObjectOld: pod("a", "p1", "9"), ObjectNew: pod("a", "p1", "10")}) {
+		t.Error("the typed update that catches up did not pass: the metadata form caught up, not this one")
+	}
+	if !p.Delete(event.DeleteEvent{Object: pod("a", "p1", "10")}) {
+		t.Error("a typed deletion did not pass while the typed form has not caught up")
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -52,8 +53,10 @@ func TestConcurrent(t *testing.T) {
 					t.Errorf("Check %s fresh copy = %v", own, err)
 				}
 				if i%50 == 0 {
-					_ = tr.CheckAbsent(client.ObjectKey{Namespace: "default", Name: own})
-					tr.Forget(client.ObjectKey{Namespace: "default", Name: own})
+					_ = tr.CheckAbsent(client.ObjectKey{Namespace: "default", Name: own}, &corev1.ConfigMap{})
+					if err := tr.Forget(configMap(own, "", "")); err != nil {
+						t.Error(err)
+					}
 				}
 			}
 		})

@@ -9,6 +9,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/racesafe/racesafe/internal/objcopy"
 )
 
 var _ client.Reader = (*Reader)(nil)
@@ -35,20 +37,29 @@ func NewReader(cache client.Reader, t *Tracker) *Reader {
 // That overwrite is the incident this package exists for. Otherwise obj is
 // replaced by the cached object.
 //
-// A NotFound is returned as it is, after CheckAbsent has settled the key's
-// expectation (see CheckAbsent for why a NotFound is never stale). Any other
-// error of the cache is returned unchanged, so apierrors.IsX keeps working.
+// obj's type and kind say which expectation applies: a read of a ConfigMap
+// never settles a Pod's of the same name, and a metadata-only read settles
+// only the metadata-only form (see Tracker.Check). An obj whose kind the
+// tracker cannot tell is an ErrUnknownKind error, and the cache is not read.
+//
+// A NotFound is returned as it is, after CheckAbsent has settled the
+// expectation for obj's kind and form (see CheckAbsent for why a NotFound is
+// never stale). Any other error of the cache is returned unchanged, so
+// apierrors.IsX keeps working.
 func (r *Reader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	if _, err := keyOf(obj); errors.Is(err, ErrNilObject) {
-		return err
+	if objcopy.IsNil(obj) {
+		return fmt.Errorf("get %s into %T: %w", key, obj, ErrNilObject)
 	}
-	fresh, err := emptyLike(obj)
+	if _, err := r.tracker.kindOf(obj, formOf(obj)); err != nil {
+		return fmt.Errorf("get %s: %w", key, err)
+	}
+	fresh, err := objcopy.EmptyLike(obj)
 	if err != nil {
-		return err
+		return fmt.Errorf("get %s: %w", key, err)
 	}
 	if err := r.cache.Get(ctx, key, fresh, opts...); err != nil {
 		if apierrors.IsNotFound(err) {
-			if absentErr := r.tracker.CheckAbsent(key); absentErr != nil {
+			if absentErr := r.tracker.CheckAbsent(key, obj); absentErr != nil {
 				return fmt.Errorf("get %s: %w", key, absentErr)
 			}
 		}
@@ -57,8 +68,8 @@ func (r *Reader) Get(ctx context.Context, key client.ObjectKey, obj client.Objec
 	if err := r.tracker.Check(fresh); err != nil {
 		if staleErr, ok := errors.AsType[*StaleError](err); ok {
 			log.FromContext(ctx).V(1).Info("stale cache read, not handed out",
-				"tracker", r.tracker.name, "object", key, "want", staleErr.Want, "seen", staleErr.Seen,
-				"deletion", staleErr.Deletion)
+				"tracker", r.tracker.name, "kind", staleErr.Kind, "object", key,
+				"want", staleErr.Want, "seen", staleErr.Seen, "deletion", staleErr.Deletion)
 		}
 		return err
 	}
@@ -73,21 +84,4 @@ func (r *Reader) Get(ctx context.Context, key client.ObjectKey, obj client.Objec
 // on, or Get them through this Reader.
 func (r *Reader) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
 	return r.cache.List(ctx, list, opts...)
-}
-
-// emptyLike returns a new zero object of obj's type, with obj's
-// GroupVersionKind so that unstructured and metadata-only objects still name
-// their kind. A zero object, not a deep copy: a reader that decodes into
-// its target would otherwise merge the cached object into the caller's data.
-func emptyLike(obj client.Object) (client.Object, error) {
-	t := reflect.TypeOf(obj)
-	if t.Kind() != reflect.Pointer || t.Elem().Kind() != reflect.Struct {
-		return nil, fmt.Errorf("get into %T: want a pointer to a struct", obj)
-	}
-	fresh, ok := reflect.New(t.Elem()).Interface().(client.Object)
-	if !ok {
-		return nil, fmt.Errorf("get into %T: a new %s is not a client.Object", obj, t.Elem())
-	}
-	fresh.GetObjectKind().SetGroupVersionKind(obj.GetObjectKind().GroupVersionKind())
-	return fresh, nil
 }

@@ -173,3 +173,42 @@ func bump(t *testing.T, rv string) string {
 	}
 	return "1" + string(b)
 }
+
+// TestReaderKeysIncludeKind: a ConfigMap read through the Reader, found or
+// not, leaves a Pod of the same name alone, and is not judged by it.
+func TestReaderKeysIncludeKind(t *testing.T) {
+	tests := []struct {
+		name      string
+		configMap *corev1.ConfigMap // in the cache, if not nil
+	}{
+		{name: "ConfigMap NotFound"},
+		{name: "ConfigMap found at a higher rv", configMap: configMap("a", "c1", "12")},
+		{name: "ConfigMap found at a lower rv", configMap: configMap("a", "c1", "4")},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b := fake.NewClientBuilder().WithObjects(pod("a", "p1", "9"))
+			if tc.configMap != nil {
+				b = b.WithObjects(tc.configMap)
+			}
+			tr := expectations.New(expectations.Options{Name: "reader-kinds-" + tc.name})
+			if err := tr.ExpectWrite(pod("a", "p1", "10")); err != nil {
+				t.Fatal(err)
+			}
+			r := expectations.NewReader(b.Build(), tr)
+			key := client.ObjectKey{Namespace: "default", Name: "a"}
+
+			err := r.Get(t.Context(), key, &corev1.ConfigMap{})
+			if tc.configMap == nil && !apierrors.IsNotFound(err) {
+				t.Fatalf("Get ConfigMap = %v, want NotFound", err)
+			}
+			if tc.configMap != nil && err != nil {
+				t.Fatalf("Get ConfigMap at rv %s = %v, want nil: a Pod's write does not make it stale", tc.configMap.ResourceVersion, err)
+			}
+			var stale *expectations.StaleError
+			if err := r.Get(t.Context(), key, &corev1.Pod{}); !errors.As(err, &stale) || stale.Want != "10" || stale.Seen != "9" {
+				t.Errorf("Get Pod at rv9 after the ConfigMap read = %v, want stale against 10", err)
+			}
+		})
+	}
+}

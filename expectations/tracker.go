@@ -2,16 +2,23 @@ package expectations
 
 import (
 	"fmt"
+	"math"
 	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/racesafe/racesafe/internal/objcopy"
 )
 
 // DefaultTTL is how long an expectation waits for the cache when Options.TTL
@@ -30,17 +37,32 @@ type Options struct {
 	TTL time.Duration
 	// Clock measures TTLs and catch-up time; clock.RealClock{} when nil.
 	Clock clock.PassiveClock
+	// Scheme names the kind of typed objects, by their Go type; client-go's
+	// scheme.Scheme when nil. Pass the manager's scheme (mgr.GetScheme())
+	// when the tracker sees your own kinds. Unstructured and metadata-only
+	// objects name their kind themselves.
+	Scheme *runtime.Scheme
 }
 
-// Tracker remembers, per object key, the newest resourceVersion this
-// controller wrote (or the incarnation it deleted), and tells whether a cached
-// read has caught up with it. It is safe for concurrent use. A Tracker tracks
-// one kind of object, since its keys are namespace/name: use one per kind.
+// Tracker remembers, per object (kind, namespace and name), the newest
+// resourceVersion this controller wrote (or the incarnation it deleted), and
+// tells whether a cached read has caught up with it. It is safe for
+// concurrent use, and one Tracker serves any number of kinds.
 type Tracker struct {
-	name  string
-	ttl   time.Duration
-	clock clock.PassiveClock
-	m     trackerMetrics
+	name   string
+	ttl    time.Duration
+	clock  clock.PassiveClock
+	scheme *runtime.Scheme
+	m      trackerMetrics
+	// typedKinds caches the kind of each typed Go type the scheme resolved,
+	// so that the check path neither asks the scheme nor allocates; last is
+	// the one looked up last, the usual answer for a tracker of one kind.
+	typedKinds sync.Map // reflect.Type -> *typedKind
+	last       atomic.Pointer[typedKind]
+	// kindIDs numbers the kinds seen, so that a key holds a number rather
+	// than two more strings to hash and compare.
+	kindMu  sync.RWMutex
+	kindIDs map[schema.GroupKind]kindID
 	// nextSweep is the UnixNano after which the next write may sweep expired
 	// entries. A CompareAndSwap elects the one writer that pays for it.
 	nextSweep atomic.Int64
@@ -53,7 +75,7 @@ const shardCount = 64
 
 type shardState struct {
 	mu sync.RWMutex
-	m  map[client.ObjectKey]expectation
+	m  map[objectKey]expectation
 }
 
 // shard pads shardState to its own cache lines: RLock writes the mutex, and
@@ -64,6 +86,49 @@ type shard struct {
 	_ [128 - unsafe.Sizeof(shardState{})%128]byte
 }
 
+// objectKey names an object across kinds. The version is left out: one
+// object served at two versions is one object with one resourceVersion.
+type objectKey struct {
+	kind kindID
+	client.ObjectKey
+}
+
+// kindID numbers a GroupKind within one Tracker.
+type kindID uint32
+
+type kind struct {
+	gk schema.GroupKind
+	id kindID
+}
+
+type typedKind struct {
+	typ reflect.Type
+	kind
+}
+
+// form is the Go shape a cached object is read in. controller-runtime keeps
+// one informer per kind and form, each with its own lag, so each form must
+// catch up with an expectation on its own.
+type form uint8
+
+const (
+	formTyped form = 1 << iota
+	formMetadata
+	formUnstructured
+
+	allForms = formTyped | formMetadata | formUnstructured
+)
+
+func formOf(obj client.Object) form {
+	switch obj.(type) {
+	case *metav1.PartialObjectMetadata:
+		return formMetadata
+	case runtime.Unstructured:
+		return formUnstructured
+	}
+	return formTyped
+}
+
 // expectation is what a cached object must show to be as new as our write.
 type expectation struct {
 	uid types.UID
@@ -71,10 +136,15 @@ type expectation struct {
 	rv string
 	// deletion: the incarnation uid must be gone from the cache.
 	deletion bool
+	// caught holds the forms whose cache has caught up; they answer fresh.
+	// The expectation is pending while it is empty, and dropped when full.
+	caught form
 	// at is when the expectation was last raised; TTL and catch-up time
 	// count from it.
 	at time.Time
 }
+
+func (e expectation) pending() bool { return e.caught == 0 }
 
 // New returns a Tracker. It starts no goroutine: expired entries are dropped
 // by the calls that meet them and by an occasional sweep inside ExpectWrite
@@ -89,16 +159,21 @@ func New(opts Options) *Tracker {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
+	if opts.Scheme == nil {
+		opts.Scheme = clientgoscheme.Scheme
+	}
 	t := &Tracker{
-		name:  opts.Name,
-		ttl:   opts.TTL,
-		clock: opts.Clock,
-		m:     newTrackerMetrics(opts.Name),
+		name:    opts.Name,
+		ttl:     opts.TTL,
+		clock:   opts.Clock,
+		scheme:  opts.Scheme,
+		m:       newTrackerMetrics(opts.Name),
+		kindIDs: make(map[schema.GroupKind]kindID),
 	}
 	for i := range t.shards {
-		t.shards[i].m = make(map[client.ObjectKey]expectation)
+		t.shards[i].m = make(map[objectKey]expectation)
 	}
-	t.nextSweep.Store(t.clock.Now().Add(t.ttl).UnixNano())
+	t.nextSweep.Store(addSaturated(t.clock.Now().UnixNano(), t.ttl))
 	return t
 }
 
@@ -116,7 +191,8 @@ func (t *Tracker) String() string { return t.name }
 // the expectation, when its resourceVersion is higher; a lower one belongs to
 // an incarnation older than the one recorded and is ignored. A pending
 // deletion of the same UID stays a deletion: writing to an object that is
-// being deleted does not bring it back.
+// being deleted does not bring it back. A write that raises the expectation
+// must be caught up with again by every form.
 func (t *Tracker) ExpectWrite(obj client.Object) error {
 	return t.expect(obj, false)
 }
@@ -131,12 +207,12 @@ func (t *Tracker) ExpectDeletion(obj client.Object) error {
 }
 
 func (t *Tracker) expect(obj client.Object, deletion bool) error {
-	key, err := keyOf(obj)
+	key, _, err := t.keyOf(obj)
 	if err != nil {
 		return err
 	}
 	rv := obj.GetResourceVersion()
-	if err := validRV(key, rv); err != nil {
+	if err := t.validRV(obj, key, rv); err != nil {
 		return err
 	}
 	now := t.clock.Now()
@@ -150,7 +226,7 @@ func (t *Tracker) expect(obj client.Object, deletion bool) error {
 	}
 	s.m[key] = next
 	s.mu.Unlock()
-	if !found {
+	if next.pending() && (!found || !prev.pending()) {
 		t.m.pending.Inc()
 	}
 	t.maybeSweep(now)
@@ -179,223 +255,273 @@ func merge(prev, next expectation) expectation {
 		merged.uid = next.uid
 	}
 	if newer > 0 {
-		merged.rv, merged.at = next.rv, next.at
+		merged.rv, merged.at, merged.caught = next.rv, next.at, 0
 	}
 	if next.deletion && !prev.deletion {
-		merged.deletion, merged.at = true, next.at
+		merged.deletion, merged.at, merged.caught = true, next.at, 0
 	}
 	return merged
 }
 
 // Check tells whether obj, read from the cache, is at least as new as what
-// this controller wrote:
+// this controller wrote to the object of its kind, namespace and name:
 //
-//   - nil when no expectation is recorded for its key; the resourceVersion is
-//     then not looked at;
-//   - nil when obj satisfies the expectation, which is dropped at once;
+//   - *ResourceVersionError (errors.Is(err, ErrInvalidResourceVersion)) when
+//     obj's resourceVersion cannot be ordered, whatever is recorded, expired
+//     or not; the expectation is kept;
+//   - nil when no expectation is recorded for the object;
+//   - nil when obj's form (typed, metadata-only or unstructured) has caught
+//     up with the expectation before;
+//   - nil when obj satisfies the expectation; its form has then caught up;
 //   - *StaleError (errors.Is(err, ErrStale)) when obj is older than the
-//     recorded write, or is still the incarnation expected deleted, or an
-//     earlier incarnation (another UID with a lower resourceVersion);
+//     recorded write, or is still the incarnation expected deleted, or another
+//     incarnation (another UID) whose resourceVersion is not higher;
 //   - nil for another UID with a higher resourceVersion: the object was
-//     replaced after our write, the expectation belonged to its predecessor
-//     and is dropped;
+//     replaced after our write, the expectation belonged to its predecessor,
+//     and obj's form has caught up;
 //   - nil when the expectation outlived the TTL; it is dropped and counted as
-//     expired;
-//   - *ResourceVersionError when obj's resourceVersion cannot be ordered; the
-//     expectation is kept.
+//     expired unless a form had caught up with it.
 //
 // On a *StaleError the caller must not act on obj: requeue and read again.
 func (t *Tracker) Check(obj client.Object) error {
-	key, err := keyOf(obj)
+	key, f, err := t.keyOf(obj)
 	if err != nil {
+		return err
+	}
+	seen := obj.GetResourceVersion()
+	if err := t.validRV(obj, key, seen); err != nil {
 		return err
 	}
 	s := t.shardFor(key)
 	// Misses and stale reads are decided under the read lock, so that checks
 	// of many objects, and repeated stale checks of one, proceed in parallel.
-	// Only dropping an expectation takes the write lock.
+	// Only a form catching up, or dropping an expectation, takes the write
+	// lock.
 	s.mu.RLock()
 	e, found := s.m[key]
 	s.mu.RUnlock()
-	if !found {
+	if !found || e.caught&f != 0 {
 		return nil
 	}
-	uid, seen := obj.GetUID(), obj.GetResourceVersion()
+	uid := obj.GetUID()
 	now := t.clock.Now()
-	v, err := t.judge(e, now, uid, seen)
+	v := t.judge(e, now, uid, seen)
 	if v == verdictKeep {
-		return t.refuse(key, e, seen, err)
+		return t.refuse(obj, key, e, seen)
 	}
 
 	s.mu.Lock()
 	cur, found := s.m[key]
 	if found && cur != e {
-		// A write raised the expectation since the read lock: judge again,
-		// or a read older than that write would pass as fresh.
+		// A write raised the expectation, or a check caught up, since the
+		// read lock: judge again, or a read older than that write would
+		// pass as fresh.
 		e = cur
-		v, err = t.judge(e, now, uid, seen)
+		if e.caught&f != 0 {
+			s.mu.Unlock()
+			return nil
+		}
+		v = t.judge(e, now, uid, seen)
 	}
 	if !found || v == verdictKeep {
 		s.mu.Unlock()
-		if !found { // dropped by another check meanwhile
+		if !found { // dropped by another call meanwhile
 			return nil
 		}
-		return t.refuse(key, e, seen, err)
+		return t.refuse(obj, key, e, seen)
 	}
-	delete(s.m, key)
+	t.settle(s, key, e, f, v, now)
 	s.mu.Unlock()
-	t.m.pending.Dec()
-	if v == verdictExpired {
-		t.m.expired.Inc()
-		return nil
-	}
-	t.m.satisfied.Inc()
-	t.m.catchUp.Observe(now.Sub(e.at).Seconds())
 	return nil
 }
 
 type verdict uint8
 
 const (
-	verdictKeep      verdict = iota // stale or malformed: the expectation stays
-	verdictSatisfied                // the cache has caught up
+	verdictKeep      verdict = iota // stale: the expectation stays as it is
+	verdictSatisfied                // the form has caught up
 	verdictExpired                  // waited longer than the TTL
+	verdictAbsent                   // the form shows the object gone
 )
 
-// judge applies the rules of Check to e at time now. With verdictKeep, a nil
-// error means stale and a non-nil one a malformed resourceVersion.
-func (t *Tracker) judge(e expectation, now time.Time, uid types.UID, seen string) (verdict, error) {
+// judge applies the rules of Check to e at time now. seen is well-formed.
+func (t *Tracker) judge(e expectation, now time.Time, uid types.UID, seen string) verdict {
 	if now.Sub(e.at) >= t.ttl {
-		return verdictExpired, nil
+		return verdictExpired
 	}
-	ok, err := e.satisfiedBy(uid, seen)
-	switch {
-	case err != nil:
-		return verdictKeep, err
-	case ok:
-		return verdictSatisfied, nil
+	if e.satisfiedBy(uid, seen) {
+		return verdictSatisfied
 	}
-	return verdictKeep, nil
+	return verdictKeep
+}
+
+// settle applies verdict v of form f to e, recorded under key in s, whose
+// write lock the caller holds; it updates the metrics.
+func (t *Tracker) settle(s *shard, key objectKey, e expectation, f form, v verdict, now time.Time) {
+	wasPending := e.pending()
+	if v == verdictExpired {
+		delete(s.m, key)
+		if wasPending {
+			t.m.pending.Dec()
+			t.m.expired.Inc()
+		}
+		return
+	}
+	e.caught |= f
+	if e.caught == allForms {
+		delete(s.m, key)
+	} else {
+		s.m[key] = e
+	}
+	if !wasPending {
+		return
+	}
+	t.m.pending.Dec()
+	// A NotFound settles a write only for liveness: the cache never showed
+	// it, so it is neither satisfied nor a catch-up time.
+	if v == verdictSatisfied || e.deletion {
+		t.m.satisfied.Inc()
+		t.m.catchUp.Observe(now.Sub(e.at).Seconds())
+	}
 }
 
 // refuse returns the error of a check that keeps its expectation.
-func (t *Tracker) refuse(key client.ObjectKey, e expectation, seen string, rvErr error) error {
-	if rvErr != nil {
-		return &ResourceVersionError{Key: key, ResourceVersion: seen, Err: rvErr}
-	}
+func (t *Tracker) refuse(obj client.Object, key objectKey, e expectation, seen string) error {
 	t.m.stale.Inc()
-	return &StaleError{Key: key, Want: e.rv, Seen: seen, Deletion: e.deletion}
+	k, _ := t.kindOf(obj, formOf(obj)) // cached by the keyOf before
+	return &StaleError{Kind: k.gk, Key: key.ObjectKey, Want: e.rv, Seen: seen, Deletion: e.deletion}
 }
 
-// satisfiedBy reports whether a cached object with uid at resourceVersion
-// seen is as new as e. It is the single rule behind Check and Satisfied.
-func (e expectation) satisfiedBy(uid types.UID, seen string) (bool, error) {
+// satisfiedBy reports whether a cached object with uid at the well-formed
+// resourceVersion seen is as new as e. It is the single rule behind Check
+// and Satisfied.
+func (e expectation) satisfiedBy(uid types.UID, seen string) bool {
 	cmp, err := resourceversion.CompareResourceVersion(seen, e.rv)
 	if err != nil {
-		return false, err
+		return false
 	}
 	if sameUID(e.uid, uid) {
-		return !e.deletion && cmp >= 0, nil
+		return !e.deletion && cmp >= 0
 	}
 	// Another incarnation. A higher resourceVersion is a successor, created
 	// after our write or deletion; a lower one is a predecessor the cache has
-	// not yet seen deleted, which is as stale as an old copy of ours.
-	return cmp > 0, nil
+	// not yet seen deleted, which is as stale as an old copy of ours. An
+	// equal one cannot be: one resourceVersion is one write, and it was
+	// ours, so the cache holds something other than what we wrote.
+	return cmp > 0
 }
 
-// CheckAbsent tells whether a NotFound for key, read from the cache, may be
-// acted on. It always may: a recorded deletion is satisfied, and a recorded
-// write is dropped, because the object was deleted after it. Waiting for a
-// write to an object that no longer exists would stall until the TTL, and
-// liveness wins. The one stale NotFound this lets through, right after our
-// own Create, is caught by the API server: a second Create fails with
-// AlreadyExists.
+// CheckAbsent tells whether a NotFound for key, read from the cache into
+// obj, may be acted on. obj names the kind and form, as the object passed to
+// the Get that returned NotFound; its own namespace and name are not looked
+// at. A NotFound always may be acted on: a recorded deletion is satisfied,
+// and a recorded write is settled, because the object was deleted after it.
+// Waiting for a write to an object that no longer exists would stall until
+// the TTL, and liveness wins. Either way obj's form has caught up; the other
+// forms of the kind are still judged. The one stale NotFound this lets
+// through, right after our own Create, is caught by the API server: a second
+// Create fails with AlreadyExists.
 //
-// It returns an error only for a key without a name.
-func (t *Tracker) CheckAbsent(key client.ObjectKey) error {
+// It returns an error for a key without a name, a nil obj, or an obj whose
+// kind is unknown (ErrUnknownKind).
+func (t *Tracker) CheckAbsent(key client.ObjectKey, obj client.Object) error {
 	if key.Name == "" {
 		return fmt.Errorf("check absence of %q: %w", key.String(), ErrNoName)
 	}
-	s := t.shardFor(key)
+	if objcopy.IsNil(obj) {
+		return fmt.Errorf("check absence of %s: %T: %w", key, obj, ErrNilObject)
+	}
+	f := formOf(obj)
+	kind, err := t.kindOf(obj, f)
+	if err != nil {
+		return fmt.Errorf("check absence of %s: %w", key, err)
+	}
+	k := objectKey{kind: kind.id, ObjectKey: key}
+	s := t.shardFor(k)
 	s.mu.RLock()
-	_, found := s.m[key]
+	e, found := s.m[k]
 	s.mu.RUnlock()
-	if !found {
+	if !found || e.caught&f != 0 {
 		return nil
 	}
 	s.mu.Lock()
-	e, found := s.m[key]
-	if found {
-		delete(s.m, key)
+	if e, found = s.m[k]; found && e.caught&f == 0 {
+		now := t.clock.Now()
+		v := verdictAbsent
+		if now.Sub(e.at) >= t.ttl {
+			v = verdictExpired
+		}
+		t.settle(s, k, e, f, v, now)
 	}
 	s.mu.Unlock()
-	if !found {
-		return nil
+	return nil
+}
+
+// Satisfied reports whether obj catches its form up with an expectation
+// recorded for its object, by the rules of Check, without recording it and
+// without looking at the clock. It is false when nothing is recorded, when
+// obj's form has caught up already, and when obj is stale or malformed. It is
+// meant for event filters, which must not change state: the reconcile that
+// follows calls Check.
+func (t *Tracker) Satisfied(obj client.Object) bool {
+	key, f, err := t.keyOf(obj)
+	if err != nil {
+		return false
 	}
-	t.m.pending.Dec()
-	age := t.clock.Since(e.at)
-	switch {
-	case age >= t.ttl:
-		t.m.expired.Inc()
-	case e.deletion:
-		t.m.satisfied.Inc()
-		t.m.catchUp.Observe(age.Seconds())
+	s := t.shardFor(key)
+	s.mu.RLock()
+	e, found := s.m[key]
+	s.mu.RUnlock()
+	return found && e.caught&f == 0 && e.satisfiedBy(obj.GetUID(), obj.GetResourceVersion())
+}
+
+// awaits reports whether an expectation is recorded for obj's object that
+// obj's form has not caught up with.
+func (t *Tracker) awaits(obj client.Object) bool {
+	key, f, err := t.keyOf(obj)
+	if err != nil {
+		return false
+	}
+	s := t.shardFor(key)
+	s.mu.RLock()
+	e, found := s.m[key]
+	s.mu.RUnlock()
+	return found && e.caught&f == 0
+}
+
+// Forget drops the expectation for obj's kind, namespace and name, if any,
+// for every form, without counting it as satisfied or expired. Call it when
+// the controller stops caring about the object, e.g. after it removed its
+// own finalizer for good. Only obj's kind and key are looked at.
+func (t *Tracker) Forget(obj client.Object) error {
+	key, _, err := t.keyOf(obj)
+	if err != nil {
+		return err
+	}
+	s := t.shardFor(key)
+	s.mu.Lock()
+	e, found := s.m[key]
+	delete(s.m, key)
+	s.mu.Unlock()
+	if found && e.pending() {
+		t.m.pending.Dec()
 	}
 	return nil
 }
 
-// Satisfied reports whether obj satisfies an expectation recorded for its
-// key, by the rules of Check, without dropping it and without looking at the
-// clock. It is false when nothing is recorded, when obj is stale or malformed.
-// It is meant for event filters, which must not change state: the reconcile
-// that follows calls Check.
-func (t *Tracker) Satisfied(obj client.Object) bool {
-	key, err := keyOf(obj)
-	if err != nil {
-		return false
-	}
-	s := t.shardFor(key)
-	s.mu.RLock()
-	e, found := s.m[key]
-	s.mu.RUnlock()
-	if !found {
-		return false
-	}
-	ok, err := e.satisfiedBy(obj.GetUID(), obj.GetResourceVersion())
-	return err == nil && ok
-}
-
-// has reports whether an expectation is recorded for key.
-func (t *Tracker) has(key client.ObjectKey) bool {
-	s := t.shardFor(key)
-	s.mu.RLock()
-	_, found := s.m[key]
-	s.mu.RUnlock()
-	return found
-}
-
-// Forget drops the expectation for key, if any, without counting it as
-// satisfied or expired. Call it when the controller stops caring about the
-// object, e.g. after it removed its own finalizer for good.
-func (t *Tracker) Forget(key client.ObjectKey) {
-	s := t.shardFor(key)
-	s.mu.Lock()
-	_, found := s.m[key]
-	delete(s.m, key)
-	s.mu.Unlock()
-	if found {
-		t.m.pending.Dec()
-	}
-}
-
-// Pending returns the number of expectations recorded. Expired ones count
-// until a check or a sweep drops them, as in the pending gauge.
+// Pending returns the number of expectations that no form has caught up
+// with. Expired ones count until a check or a sweep drops them, as in the
+// pending gauge.
 func (t *Tracker) Pending() int {
 	n := 0
 	for i := range t.shards {
 		s := &t.shards[i]
 		s.mu.RLock()
-		n += len(s.m)
+		for _, e := range s.m {
+			if e.pending() {
+				n++
+			}
+		}
 		s.mu.RUnlock()
 	}
 	return n
@@ -403,13 +529,15 @@ func (t *Tracker) Pending() int {
 
 // maybeSweep drops expired entries at most once per TTL, on a write path. An
 // expectation that is never checked again (its object was never read, or its
-// controller stopped) would otherwise stay forever; with the sweep, memory is
-// bounded by the writes of the last two TTLs.
+// controller stopped, or only some of its forms are read) would otherwise
+// stay forever; with the sweep, memory is bounded by the writes of the last
+// two TTLs.
 func (t *Tracker) maybeSweep(now time.Time) {
-	next := t.nextSweep.Load()
-	if now.UnixNano() < next || !t.nextSweep.CompareAndSwap(next, now.Add(t.ttl).UnixNano()) {
+	next, at := t.nextSweep.Load(), now.UnixNano()
+	if at < next || !t.nextSweep.CompareAndSwap(next, addSaturated(at, t.ttl)) {
 		return
 	}
+	t.m.sweeps.Inc()
 	dropped := 0
 	for i := range t.shards {
 		s := &t.shards[i]
@@ -417,7 +545,9 @@ func (t *Tracker) maybeSweep(now time.Time) {
 		for key, e := range s.m {
 			if now.Sub(e.at) >= t.ttl {
 				delete(s.m, key)
-				dropped++
+				if e.pending() {
+					dropped++
+				}
 			}
 		}
 		s.mu.Unlock()
@@ -428,9 +558,19 @@ func (t *Tracker) maybeSweep(now time.Time) {
 	}
 }
 
-func (t *Tracker) shardFor(key client.ObjectKey) *shard {
+// addSaturated returns nanos+d, or math.MaxInt64 where that would overflow:
+// a TTL of centuries puts the next sweep at the end of time, not before now.
+func addSaturated(nanos int64, d time.Duration) int64 {
+	if d > 0 && nanos > math.MaxInt64-int64(d) {
+		return math.MaxInt64
+	}
+	return nanos + int64(d)
+}
+
+func (t *Tracker) shardFor(key objectKey) *shard {
 	// FNV-1a over namespace "/" name, inline: hash/fnv would allocate a
-	// hasher and a []byte copy of the strings on every check.
+	// hasher and a []byte copy of the strings on every check. Objects of one
+	// name and several kinds share a shard, which costs nothing.
 	const offset32, prime32 = 2166136261, 16777619
 	h := uint32(offset32)
 	for i := 0; i < len(key.Namespace); i++ {
@@ -443,27 +583,103 @@ func (t *Tracker) shardFor(key client.ObjectKey) *shard {
 	return &t.shards[h&(shardCount-1)]
 }
 
-// keyOf returns obj's key, or ErrNilObject or ErrNoName.
-func keyOf(obj client.Object) (client.ObjectKey, error) {
+// keyOf returns obj's key and form, or ErrNilObject, ErrNoName or
+// ErrUnknownKind.
+func (t *Tracker) keyOf(obj client.Object) (objectKey, form, error) {
 	if obj == nil {
-		return client.ObjectKey{}, ErrNilObject
+		return objectKey{}, 0, ErrNilObject
 	}
 	// A typed nil pointer is a non-nil interface whose accessor methods
 	// panic: GetName on (*corev1.ConfigMap)(nil) dereferences nil.
 	if v := reflect.ValueOf(obj); v.Kind() == reflect.Pointer && v.IsNil() {
-		return client.ObjectKey{}, fmt.Errorf("%T: %w", obj, ErrNilObject)
+		return objectKey{}, 0, fmt.Errorf("%T: %w", obj, ErrNilObject)
 	}
 	key := client.ObjectKey{Namespace: obj.GetNamespace(), Name: obj.GetName()}
 	if key.Name == "" {
-		return key, fmt.Errorf("%T in namespace %q: %w", obj, key.Namespace, ErrNoName)
+		return objectKey{}, 0, fmt.Errorf("%T in namespace %q: %w", obj, key.Namespace, ErrNoName)
 	}
-	return key, nil
+	f := formOf(obj)
+	k, err := t.kindOf(obj, f)
+	if err != nil {
+		return objectKey{}, 0, fmt.Errorf("%s: %w", key, err)
+	}
+	return objectKey{kind: k.id, ObjectKey: key}, f, nil
 }
 
-func validRV(key client.ObjectKey, rv string) error {
+// kindOf returns the kind of obj, which is not nil and of form f.
+// Unstructured and metadata-only objects carry it in apiVersion and kind; a
+// typed object's comes from the scheme, by Go type, and is cached.
+func (t *Tracker) kindOf(obj client.Object, f form) (kind, error) {
+	if f != formTyped {
+		gk := obj.GetObjectKind().GroupVersionKind().GroupKind()
+		if gk.Kind == "" {
+			return kind{}, fmt.Errorf("%T without apiVersion and kind: %w", obj, ErrUnknownKind)
+		}
+		return kind{gk: gk, id: t.kindID(gk)}, nil
+	}
+	typ := reflect.TypeOf(obj)
+	if last := t.last.Load(); last != nil && last.typ == typ {
+		return last.kind, nil
+	}
+	if v, ok := t.typedKinds.Load(typ); ok {
+		tk := v.(*typedKind)
+		t.last.Store(tk)
+		return tk.kind, nil
+	}
+	gk, err := t.schemeKind(obj)
+	if err != nil {
+		return kind{}, err
+	}
+	tk := &typedKind{typ: typ, kind: kind{gk: gk, id: t.kindID(gk)}}
+	t.typedKinds.Store(typ, tk)
+	return tk.kind, nil
+}
+
+// schemeKind asks the scheme for the kind of a typed object. A type
+// registered as several kinds is refused: which one an object is would
+// depend on its TypeMeta, which typed clients leave empty.
+func (t *Tracker) schemeKind(obj client.Object) (schema.GroupKind, error) {
+	gvks, unversioned, err := t.scheme.ObjectKinds(obj)
+	if err != nil {
+		return schema.GroupKind{}, fmt.Errorf("%T: %w: %w", obj, ErrUnknownKind, err)
+	}
+	if unversioned {
+		return schema.GroupKind{}, fmt.Errorf("%T is unversioned: %w", obj, ErrUnknownKind)
+	}
+	gk := gvks[0].GroupKind()
+	for _, gvk := range gvks[1:] {
+		if gvk.GroupKind() != gk {
+			return schema.GroupKind{}, fmt.Errorf("%T is registered as several kinds %v: %w", obj, gvks, ErrUnknownKind)
+		}
+	}
+	return gk, nil
+}
+
+// kindID returns the number of gk, numbering it if it is new.
+func (t *Tracker) kindID(gk schema.GroupKind) kindID {
+	t.kindMu.RLock()
+	id, ok := t.kindIDs[gk]
+	t.kindMu.RUnlock()
+	if ok {
+		return id
+	}
+	t.kindMu.Lock()
+	defer t.kindMu.Unlock()
+	if id, ok := t.kindIDs[gk]; ok {
+		return id
+	}
+	id = kindID(len(t.kindIDs) + 1)
+	t.kindIDs[gk] = id
+	return id
+}
+
+// validRV returns a *ResourceVersionError unless rv, of obj under key, is
+// well-formed.
+func (t *Tracker) validRV(obj client.Object, key objectKey, rv string) error {
 	// Comparing rv with itself is how CompareResourceVersion validates.
 	if _, err := resourceversion.CompareResourceVersion(rv, rv); err != nil {
-		return &ResourceVersionError{Key: key, ResourceVersion: rv, Err: err}
+		k, _ := t.kindOf(obj, formOf(obj)) // cached by the keyOf before
+		return &ResourceVersionError{Kind: k.gk, Key: key.ObjectKey, ResourceVersion: rv, Err: err}
 	}
 	return nil
 }

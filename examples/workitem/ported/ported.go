@@ -1,20 +1,47 @@
 // Package ported is the incident's controller (examples/workitem/naive, its
-// code untouched) made safe by the drop-in port of docs/adopting.md: a
-// wrapped client and a requeue floor, wired in SetupWithManager.
+// code untouched) made safe by the drop-in port that docs/adopting.md opens
+// with: its client wrapped in an expectations.Client, its reconciler in a
+// requeue.Floor. SetupWithManager is naive.Controller.SetupWithManager with
+// the port's changed lines; the guide shows the diff.
 package ported
 
 import (
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"context"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	v1 "github.com/racesafe/racesafe/examples/workitem/api/v1alpha1"
 	"github.com/racesafe/racesafe/examples/workitem/naive"
+	"github.com/racesafe/racesafe/expectations"
+	"github.com/racesafe/racesafe/requeue"
 )
 
 // SetupWithManager registers r, the incident's controller, behind the
-// drop-in port.
-//
-// TODO(lead): the port itself lands with expectations.Client; until then
-// this registers r as it is.
+// drop-in port. It replaces r.Client with the wrapped client.
 func SetupWithManager(mgr ctrl.Manager, r *naive.Controller, name string, opts controller.Options) error {
-	return r.SetupWithManager(mgr, name, opts)
+	owners, err := expectations.NewOwnerTracker(expectations.OwnerOptions{Name: name, For: &v1.WorkItem{}, Cache: mgr.GetCache(), Scheme: mgr.GetScheme()})
+	if err != nil {
+		return err
+	}
+	if r.Client, err = expectations.NewClient(r.Client, expectations.ClientOptions{Name: name, Owners: owners}); err != nil {
+		return err
+	}
+	settled := func(ctx context.Context, req reconcile.Request) (bool, string, error) {
+		var it v1.WorkItem
+		if err := r.Get(ctx, req.NamespacedName, &it); err != nil {
+			return apierrors.IsNotFound(err), "unread", nil
+		}
+		return it.DeletionTimestamp.IsZero() && (it.Status.Phase == v1.PhaseReady || it.Status.Phase == v1.PhaseFailed), string(it.Status.Phase), nil
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named(name).
+		For(&v1.WorkItem{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		WatchesRawSource(owners.Source()).
+		WithOptions(opts).
+		Complete(requeue.Floor(r, requeue.FloorOptions[reconcile.Request]{Name: name, Interval: r.ConfigManager.SyncStatusCheckInterval, Settled: settled}))
 }
