@@ -86,7 +86,7 @@ func New(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	if opts.StaleRequeue <= 0 {
 		opts.StaleRequeue = 200 * time.Millisecond
 	}
-	tracker := expectations.New(expectations.Options{Name: "workitem"})
+	tracker := expectations.New(expectations.Options{Name: "workitem", Scheme: mgr.GetScheme()})
 	owners, err := expectations.NewOwnerTracker(expectations.OwnerOptions{
 		Name:   "workitem",
 		For:    &v1.WorkItem{},
