@@ -3,10 +3,13 @@
 // With no kubeconfig (no --kubeconfig flag, no KUBECONFIG, not in a cluster)
 // it is the demo: it starts an embedded control plane (envtest, with the
 // binaries `make envtest` builds), installs the WorkItem CRD, and replays the
-// incident: WorkItems are created, driven to Failed, and deleted in one burst
-// while the controller's informer lags behind the API server; first with the
-// incident's naive controller, then with the racesafe one. It prints what each
-// left stuck, and exits 0 only when the racesafe controller deleted every item.
+// incident: WorkItems are created (each install creating one child ConfigMap
+// from a cached List), driven to Failed, and deleted in one burst while the
+// controller's informer lags behind the API server; first with the incident's
+// naive controller, then with the racesafe one. It prints what each left
+// stuck, the children each created twice or left behind and the uninstalls it
+// ran twice, all counted on the API server, and exits 0 only when the racesafe
+// controller deleted every item and duplicated or left no child.
 //
 // With a kubeconfig, or in a cluster, it runs the racesafe controller as an
 // ordinary manager, with metrics, health probes and leader election.
@@ -127,10 +130,13 @@ func runManager(ctx context.Context, f flags) error {
 	if err != nil {
 		return fmt.Errorf("new manager: %w", err)
 	}
-	r := reconciler.New(mgr, reconciler.Options{
+	r, err := reconciler.New(mgr, reconciler.Options{
 		Installer: sim.New(sim.Options{UninstallDuration: f.uninstall}),
 		Interval:  cfgs.SyncStatusCheckInterval,
 	})
+	if err != nil {
+		return err
+	}
 	if err := r.SetupWithManager(mgr, "workitem", controller.Options{MaxConcurrentReconciles: f.concurrency}); err != nil {
 		return fmt.Errorf("set up controller: %w", err)
 	}
@@ -200,8 +206,16 @@ func runDemo(ctx context.Context, f flags, stdout, stderr io.Writer) int {
 	PrintTable(stdout, reports)
 
 	for _, r := range reports {
-		if r.Controller == scenario.Racesafe && (r.Stuck > 0 || r.Deleted != r.Items) {
+		if r.Controller != scenario.Racesafe {
+			continue
+		}
+		if r.Stuck > 0 || r.Deleted != r.Items {
 			fmt.Fprintf(stderr, "FAIL: the racesafe controller left %d of %d WorkItems stuck\n", r.Stuck, r.Items)
+			return 1
+		}
+		if r.DuplicateChildren > 0 || r.LeftChildren > 0 || r.DuplicateUninstalls > 0 {
+			fmt.Fprintf(stderr, "FAIL: the racesafe controller created %d duplicate children, left %d behind, ran %d duplicate uninstalls\n",
+				r.DuplicateChildren, r.LeftChildren, r.DuplicateUninstalls)
 			return 1
 		}
 	}
@@ -211,14 +225,15 @@ func runDemo(ctx context.Context, f flags, stdout, stderr io.Writer) int {
 // PrintTable writes reports as an aligned table.
 func PrintTable(w io.Writer, reports []scenario.Report) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "controller\titems\tdeleted\tstuck\tp50\tp99\tmax\trequests/item\twrites/item\treconciles/item\t")
+	fmt.Fprintln(tw, "controller\titems\tdeleted\tstuck\tdup-children\tleft-children\tdup-uninstalls\tp50\tp99\tmax\trequests/item\twrites/item\treconciles/item\t")
 	for _, r := range reports {
 		total := 0
 		for _, n := range r.Requests {
 			total += n
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%s\t%s\t%.2f\t%.2f\t%.2f\t\n",
-			r.Controller, r.Items, r.Deleted, r.Stuck, round(r.P50), round(r.P99), round(r.Max),
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%.2f\t%.2f\t%.2f\t\n",
+			r.Controller, r.Items, r.Deleted, r.Stuck, r.DuplicateChildren, r.LeftChildren, r.DuplicateUninstalls,
+			round(r.P50), round(r.P99), round(r.Max),
 			float64(total)/float64(max(r.Items, 1)), r.WritesPerItem(), float64(r.Reconciles)/float64(max(r.Items, 1)))
 	}
 	_ = tw.Flush()
@@ -232,7 +247,18 @@ func PrintTable(w io.Writer, reports []scenario.Report) {
 		}
 		verbs = append(verbs, fmt.Sprintf("%s: %s", r.Controller, strings.Join(parts, ", ")))
 	}
-	fmt.Fprintln(w, "requests during the burst:", strings.Join(verbs, "; "))
+	fmt.Fprintln(w, "WorkItem requests during the burst:", strings.Join(verbs, "; "))
+	verbs = verbs[:0]
+	for _, r := range reports {
+		parts := []string{}
+		for _, v := range []string{"get", "list", "create", "delete"} {
+			if n := r.ChildRequests[v]; n > 0 {
+				parts = append(parts, fmt.Sprintf("%s %d", v, n))
+			}
+		}
+		verbs = append(verbs, fmt.Sprintf("%s: %s", r.Controller, strings.Join(parts, ", ")))
+	}
+	fmt.Fprintln(w, "child (ConfigMap) requests during the burst:", strings.Join(verbs, "; "))
 }
 
 func round(d time.Duration) string {

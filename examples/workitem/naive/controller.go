@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
@@ -62,11 +63,13 @@ type Controller struct {
 }
 
 // SetupWithManager registers the controller with the incident's predicates:
-// status-only changes do not trigger a reconcile.
+// status-only changes do not trigger a reconcile. It owns the items'
+// children, so a child's events bring its item back.
 func (r *Controller) SetupWithManager(mgr ctrl.Manager, name string, opts controller.Options) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(name).
 		For(&v1.WorkItem{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Owns(&corev1.ConfigMap{}).
 		WithOptions(opts).
 		Complete(r)
 }
@@ -193,8 +196,11 @@ func (r *Controller) syncDryRunCondition(ctx context.Context, item *v1.WorkItem)
 	})
 }
 
-// executeUninstall runs the uninstall, marks the item Deleted and releases it.
+// executeUninstall deletes the children, runs the uninstall, marks the item Deleted and releases it.
 func (r *Controller) executeUninstall(ctx context.Context, item *v1.WorkItem) (ctrl.Result, error) {
+	if err := r.uninstallChildren(ctx, item); err != nil {
+		return ctrl.Result{}, err
+	}
 	done, wait, err := r.Installer.Uninstall(item.UID, item.Name)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -210,10 +216,14 @@ func (r *Controller) executeUninstall(ctx context.Context, item *v1.WorkItem) (c
 }
 
 // reconcileCreate is the create flow in the same style:
-// Pending -> Installing -> Ready or Failed.
+// Pending -> Installing -> Ready or Failed. Installing creates the item's
+// child unless the cached List shows one. The finalizer goes on with a
+// merge patch, as many operators add it: no resourceVersion is sent, so a
+// stale cache copy does not conflict, and item then holds the server's answer.
 func (r *Controller) reconcileCreate(ctx context.Context, item *v1.WorkItem) (ctrl.Result, error) {
+	before := item.DeepCopy()
 	if controllerutil.AddFinalizer(item, v1.Finalizer) {
-		if err := r.Update(ctx, item); err != nil {
+		if err := r.Patch(ctx, item, client.MergeFrom(before)); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
@@ -229,6 +239,9 @@ func (r *Controller) reconcileCreate(ctx context.Context, item *v1.WorkItem) (ct
 
 	switch item.Status.Phase {
 	case v1.PhaseInstalling:
+		if err := r.installChild(ctx, item); err != nil {
+			return ctrl.Result{}, err
+		}
 		done, wait, err := r.Installer.Install(item.UID, item.Name)
 		if !done {
 			return ctrl.Result{RequeueAfter: wait}, nil

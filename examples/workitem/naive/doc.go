@@ -15,6 +15,12 @@
 // branch; with GenerationChangedPredicate no status event wakes the item again,
 // and it keeps its finalizer forever.
 //
+// Its install is a child ConfigMap (see EnsureChild), decided as operators
+// commonly decide it: from a List of the cache, created when the List shows
+// none. Under watch lag the install poll's requeue lists before the cache has
+// seen the child the last reconcile created, and a second one is created.
+// The uninstall deletes what the cached List shows.
+//
 // The post-mortem's two hand fixes are here too, as Variants, so benchmarks can
-// measure them beside the racesafe controller in examples/workitem/controller.
+// measure them beside the racesafe controller in examples/workitem/reconciler.
 package naive

@@ -5,25 +5,39 @@
 //   - the entry read goes through an expectations.Reader, so a cache snapshot
 //     older than this controller's last write is refused (and requeued), never
 //     acted on;
+//   - the owner check (expectations.OwnerTracker) refuses, at the same entry,
+//     a cache that has not yet seen a child this controller created or
+//     deleted for the item, so the List of children the install decides from
+//     never misses one and no child is created twice;
 //   - every status and finalizer write goes through a statusupdate.Patcher,
 //     which returns what the server wrote and never reads the cache into the
 //     caller's object;
 //   - the phase is dispatched by a phase.Machine, pinned at entry and moved only
-//     by a successful write, so the Failed -> Deleting -> Deleted chain runs in
-//     one reconcile whatever a helper reads;
+//     by a compare-and-swap write the server acknowledged, so the
+//     Failed -> Deleting chain runs in one reconcile whatever a helper reads;
+//   - fewer writes: each transition carries the DryRun condition in the same
+//     write (phase.TransitionWith), and the delete flow ends by releasing the
+//     finalizer (phase.Release) instead of writing a Deleted phase nobody
+//     sees: two WorkItem writes per deleted item;
 //   - no handler can end in silence: unknown phases and unsettled items come
-//     back after the configured interval (requeue);
+//     back after the configured interval (requeue), and a write refused
+//     because the phase moved is a short requeue (requeue.OnStale);
 //   - the expectations predicate is OR'ed into GenerationChangedPredicate, so
 //     an item requeued on a stale read is woken the moment its write reaches
-//     the cache.
+//     the cache; the owner check's source wakes an item whose children's
+//     cache caught up.
 package reconciler
 
 import (
 	"context"
+	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -47,15 +61,20 @@ type Options struct {
 	// Interval is how soon an unsettled item is looked at again, read at
 	// call time (the incident's ConfigManager.Get().SyncStatusCheckInterval).
 	Interval requeue.Interval
-	// StaleRequeue is how soon a read the cache served stale is retried;
-	// the expectations predicate usually wakes the item sooner. Default 200ms.
+	// StaleRequeue is how soon a read the cache served stale, or a write
+	// refused because the phase moved, is retried; the expectations
+	// predicate and the owner check's source usually wake the item sooner.
+	// Default 200ms.
 	StaleRequeue time.Duration
 }
 
 // Reconciler reconciles WorkItems.
 type Reconciler struct {
+	client    client.Client
+	scheme    *runtime.Scheme
 	reader    *expectations.Reader
 	tracker   *expectations.Tracker
+	owners    *expectations.OwnerTracker
 	patcher   *statusupdate.Patcher[*v1.WorkItem]
 	machine   *phase.Machine[*v1.WorkItem, v1.Phase]
 	installer *sim.Installer
@@ -63,19 +82,30 @@ type Reconciler struct {
 }
 
 // New builds a Reconciler on the manager's cache, client and API reader.
-func New(mgr ctrl.Manager, opts Options) *Reconciler {
+func New(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	if opts.StaleRequeue <= 0 {
 		opts.StaleRequeue = 200 * time.Millisecond
 	}
 	tracker := expectations.New(expectations.Options{Name: "workitem", Scheme: mgr.GetScheme()})
+	owners, err := expectations.NewOwnerTracker(expectations.OwnerOptions{
+		Name:   "workitem",
+		For:    &v1.WorkItem{},
+		Cache:  mgr.GetCache(),
+		Scheme: mgr.GetScheme(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("workitem owner tracker: %w", err)
+	}
 	r := &Reconciler{
+		owners:    owners,
+		client:    mgr.GetClient(),
+		scheme:    mgr.GetScheme(),
 		reader:    expectations.NewReader(mgr.GetClient(), tracker),
 		tracker:   tracker,
 		patcher:   statusupdate.New[*v1.WorkItem](mgr.GetClient(), mgr.GetAPIReader(), statusupdate.Options{Expectations: tracker}),
 		installer: opts.Installer,
 		stale:     opts.StaleRequeue,
 	}
-	deleting := func(p v1.Phase) phase.Handler[*v1.WorkItem, v1.Phase] { return r.settled(p) }
 	m, err := phase.New(phase.Options[*v1.WorkItem, v1.Phase]{
 		Name:   "workitem",
 		Get:    getPhase,
@@ -84,8 +114,8 @@ func New(mgr ctrl.Manager, opts Options) *Reconciler {
 		Handlers: map[v1.Phase]phase.Handler[*v1.WorkItem, v1.Phase]{
 			v1.PhasePending:    r.pending,
 			v1.PhaseInstalling: r.installing,
-			v1.PhaseReady:      deleting(v1.PhaseReady),
-			v1.PhaseFailed:     deleting(v1.PhaseFailed),
+			v1.PhaseReady:      settled(v1.PhaseReady),
+			v1.PhaseFailed:     settled(v1.PhaseFailed),
 			v1.PhaseDeleting:   r.deleting,
 			v1.PhaseDeleted:    r.deleted,
 		},
@@ -94,22 +124,22 @@ func New(mgr ctrl.Manager, opts Options) *Reconciler {
 			v1.PhaseInstalling: {v1.PhaseReady, v1.PhaseFailed, v1.PhaseDeleting},
 			v1.PhaseReady:      {v1.PhaseDeleting},
 			v1.PhaseFailed:     {v1.PhaseDeleting},
-			v1.PhaseDeleting:   {v1.PhaseDeleted},
 		},
 		Terminal: []v1.Phase{v1.PhaseReady, v1.PhaseFailed, v1.PhaseDeleted},
 		Interval: opts.Interval,
 	})
 	if err != nil {
-		// The table above is static; an error here is a programming error.
-		panic(err)
+		return nil, fmt.Errorf("workitem phase machine: %w", err)
 	}
 	r.machine = m
-	return r
+	return r, nil
 }
 
 // SetupWithManager registers the controller. Status-only changes are
 // filtered out as in the incident, except those that satisfy a pending
 // expectation: the wake-up an item requeued on a stale read is waiting for.
+// It owns the items' children, and the owner check's source enqueues an
+// item whose children's cache reached what its check waits for.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, name string, opts controller.Options) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(name).
@@ -117,17 +147,29 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, name string, opts contro
 			predicate.GenerationChangedPredicate{},
 			expectations.Predicate[client.Object](r.tracker),
 		))).
+		Owns(&corev1.ConfigMap{}).
+		WatchesRawSource(r.owners.Source()).
 		WithOptions(opts).
 		Complete(r)
 }
 
-// Reconcile reads the item (refusing a stale cache entry) and runs the machine.
+// Reconcile reads the item (refusing a stale cache entry), checks that the
+// cache has seen every child this controller created or deleted for it, and
+// runs the machine. A stale read, a stale children's cache, and a write the
+// machine refused because the item's phase moved (a *phase.PhaseMovedError)
+// end in a short requeue that does not feed the rate limiter's backoff.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	item := &v1.WorkItem{}
 	if err := r.reader.Get(ctx, req.NamespacedName, item); err != nil {
 		if apierrors.IsNotFound(err) {
+			// Gone: its children's records go with it.
+			r.owners.Forget(&v1.WorkItem{ObjectMeta: metav1.ObjectMeta{Namespace: req.Namespace, Name: req.Name}})
 			return ctrl.Result{}, nil
 		}
+		return requeue.OnStale(err, r.stale)
+	}
+	// Before any List of children.
+	if err := r.owners.Check(ctx, item); err != nil {
 		return requeue.OnStale(err, r.stale)
 	}
 	// The finalizer goes on before anything is installed, outside the
@@ -139,11 +181,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			return nil
 		})
 		if err != nil {
-			return ctrl.Result{}, err
+			return requeue.OnStale(err, r.stale)
 		}
 		item = written
 	}
-	return r.machine.Reconcile(ctx, item)
+	res, err := r.machine.Reconcile(ctx, item)
+	if err != nil {
+		return requeue.OnStale(err, r.stale)
+	}
+	return res, nil
 }
 
 func getPhase(it *v1.WorkItem) v1.Phase {
@@ -155,57 +201,65 @@ func getPhase(it *v1.WorkItem) v1.Phase {
 
 func deletingRequested(it *v1.WorkItem) bool { return !it.DeletionTimestamp.IsZero() }
 
-// syncDryRun is the incident's syncDryRunCondition: a second status write,
-// made only when the condition is out of sync, that cannot move the phase.
-func syncDryRun(ctx context.Context, s *phase.Step[*v1.WorkItem, v1.Phase]) error {
-	return s.Patch(ctx, func(it *v1.WorkItem) error {
-		meta.SetStatusCondition(&it.Status.Conditions, naive.DryRunCondition(it))
-		return nil
-	})
+// withDryRun sets the DryRun condition the item's spec asks for: the
+// incident's syncDryRunCondition, riding in a transition's write.
+func withDryRun(it *v1.WorkItem) error {
+	meta.SetStatusCondition(&it.Status.Conditions, naive.DryRunCondition(it))
+	return nil
 }
+
+// toDeleting is the start of the delete flow: Deleting and the DryRun
+// condition in one write.
+func toDeleting() phase.Decision { return phase.TransitionWith(v1.PhaseDeleting, withDryRun) }
 
 func (r *Reconciler) pending(ctx context.Context, s *phase.Step[*v1.WorkItem, v1.Phase]) (phase.Decision, error) {
 	if deletingRequested(s.Object()) {
-		return phase.Transition(v1.PhaseDeleting), nil
+		return toDeleting(), nil
 	}
-	if err := syncDryRun(ctx, s); err != nil {
-		return phase.Decision{}, err
-	}
-	return phase.Transition(v1.PhaseInstalling), nil
+	return phase.TransitionWith(v1.PhaseInstalling, withDryRun), nil
 }
 
 func (r *Reconciler) installing(ctx context.Context, s *phase.Step[*v1.WorkItem, v1.Phase]) (phase.Decision, error) {
 	it := s.Object()
 	if deletingRequested(it) {
-		return phase.Transition(v1.PhaseDeleting), nil
+		return toDeleting(), nil
+	}
+	if err := r.installChild(ctx, it); err != nil {
+		return phase.Decision{}, err
 	}
 	done, wait, err := r.installer.Install(it.UID, it.Name)
 	switch {
 	case !done:
 		return phase.RequeueAfter(wait), nil
 	case err != nil:
-		return phase.Transition(v1.PhaseFailed), nil
+		return phase.TransitionWith(v1.PhaseFailed, withDryRun), nil
 	default:
-		return phase.Transition(v1.PhaseReady), nil
+		return phase.TransitionWith(v1.PhaseReady, withDryRun), nil
 	}
 }
 
 // settled is Ready's and Failed's handler: nothing to do until the item is
 // deleted or its spec changes, both of which bump its generation.
-func (r *Reconciler) settled(p v1.Phase) phase.Handler[*v1.WorkItem, v1.Phase] {
+func settled(p v1.Phase) phase.Handler[*v1.WorkItem, v1.Phase] {
 	return func(ctx context.Context, s *phase.Step[*v1.WorkItem, v1.Phase]) (phase.Decision, error) {
 		if deletingRequested(s.Object()) {
-			return phase.Transition(v1.PhaseDeleting), nil
+			return toDeleting(), nil
 		}
 		return phase.WaitForEvent("spec change or deletion of a " + string(p) + " item"), nil
 	}
 }
 
 func (r *Reconciler) deleting(ctx context.Context, s *phase.Step[*v1.WorkItem, v1.Phase]) (phase.Decision, error) {
-	if err := syncDryRun(ctx, s); err != nil {
+	// An item that entered Deleting through toDeleting has its condition in
+	// sync, and this Patch sends nothing; one written by an older version
+	// gets it here.
+	if err := s.Patch(ctx, withDryRun); err != nil {
 		return phase.Decision{}, err
 	}
 	it := s.Object()
+	if err := r.uninstallChildren(ctx, it); err != nil {
+		return phase.Decision{}, err
+	}
 	done, wait, err := r.installer.Uninstall(it.UID, it.Name)
 	switch {
 	case err != nil:
@@ -213,19 +267,49 @@ func (r *Reconciler) deleting(ctx context.Context, s *phase.Step[*v1.WorkItem, v
 	case !done:
 		return phase.RequeueAfter(wait), nil
 	default:
-		return phase.Transition(v1.PhaseDeleted), nil
+		return release(s.Object()), nil
 	}
 }
 
+// deleted handles items an older version of this controller left in
+// Deleted (it wrote that phase before removing the finalizer): their
+// uninstall is done, so they are released like Deleting ones.
 func (r *Reconciler) deleted(ctx context.Context, s *phase.Step[*v1.WorkItem, v1.Phase]) (phase.Decision, error) {
-	if !controllerutil.ContainsFinalizer(s.Object(), v1.Finalizer) {
-		return phase.WaitForEvent("the API server removes the released item"), nil
+	return release(s.Object()), nil
+}
+
+// release ends the delete flow: the finalizer removed, compare-and-swap on
+// the phase. An item already without it waits for the API server.
+func release(it *v1.WorkItem) phase.Decision {
+	if !controllerutil.ContainsFinalizer(it, v1.Finalizer) {
+		return phase.WaitForEvent("the API server removes the released item")
 	}
-	if _, err := r.patcher.PatchObject(ctx, s.Object(), func(it *v1.WorkItem) error {
+	return phase.Release(func(it *v1.WorkItem) error {
 		controllerutil.RemoveFinalizer(it, v1.Finalizer)
 		return nil
-	}); err != nil {
-		return phase.Decision{}, err
+	})
+}
+
+// installChild creates the item's child unless the cached List shows one,
+// with the List-then-Create of the naive controller, and records the
+// Create: until the cache shows the child, the owner check at Reconcile's
+// entry refuses the item, so no List can miss it.
+func (r *Reconciler) installChild(ctx context.Context, it *v1.WorkItem) error {
+	child, err := naive.EnsureChild(ctx, r.client, r.scheme, it)
+	if err != nil || child == nil {
+		return err
 	}
-	return phase.Done(), nil
+	return r.owners.Wrote(ctx, it, child)
+}
+
+// uninstallChildren deletes the children the cached List shows, recording
+// each deletion for the owner check.
+func (r *Reconciler) uninstallChildren(ctx context.Context, it *v1.WorkItem) error {
+	deleted, err := naive.DeleteChildren(ctx, r.client, it)
+	for i := range deleted {
+		if rerr := r.owners.Deleted(ctx, it, &deleted[i]); rerr != nil && err == nil {
+			err = rerr
+		}
+	}
+	return err
 }

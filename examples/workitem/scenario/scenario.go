@@ -1,7 +1,8 @@
 // Package scenario runs the incident as an experiment: it creates WorkItems,
-// lets a controller drive them to Failed, deletes them all in one burst while
-// the controller's informer lags behind the API server, and measures what
-// happens. The demo, the benchmarks and the example's integration tests all
+// lets a controller drive them to Failed (each install creating one child
+// ConfigMap), deletes them all in one burst while the controller's informer
+// lags behind the API server, and measures what happens: items stuck, and
+// children duplicated or left behind, counted on the server. The demo, the benchmarks and the example's integration tests all
 // run it, so the figures they print come from one piece of code.
 package scenario
 
@@ -38,6 +39,7 @@ import (
 
 	v1 "github.com/racesafe/racesafe/examples/workitem/api/v1alpha1"
 	"github.com/racesafe/racesafe/examples/workitem/naive"
+	"github.com/racesafe/racesafe/examples/workitem/ported"
 	"github.com/racesafe/racesafe/examples/workitem/reconciler"
 	"github.com/racesafe/racesafe/examples/workitem/settings"
 	"github.com/racesafe/racesafe/examples/workitem/sim"
@@ -54,10 +56,13 @@ const (
 	NaiveFix2 Kind = "naive+fix2" // phase pinned in a local variable
 	NaiveRYW  Kind = "naive+ryw"  // naive on controller-runtime's read-your-writes cache client
 	Racesafe  Kind = "racesafe"   // built from this library
+	// NaiveClient is the incident's code behind the drop-in port
+	// (examples/workitem/ported).
+	NaiveClient Kind = "naive+client"
 )
 
 // Kinds lists every Kind in the order the benchmarks print them.
-var Kinds = []Kind{Naive, NaiveFix1, NaiveFix2, NaiveRYW, Racesafe}
+var Kinds = []Kind{Naive, NaiveFix1, NaiveFix2, NaiveRYW, Racesafe, NaiveClient}
 
 // ErrUnknownKind is returned for a Kind not in Kinds.
 var ErrUnknownKind = errors.New("unknown controller kind")
@@ -72,6 +77,16 @@ type Options struct {
 	MaxConcurrentReconciles int
 	// UninstallDuration is how long the simulated uninstall takes.
 	UninstallDuration time.Duration
+	// InstallDuration is how long the simulated install takes; default a
+	// quarter of the lag, so that the requeue that polls the install comes
+	// back before the cache has seen the child the first reconcile created.
+	// Negative means none.
+	InstallDuration time.Duration
+	// CreateEvery paces the creation of the items, one every CreateEvery
+	// (default 10ms; negative: all at once). Items then arrive as in a live
+	// cluster rather than as one backlog, whose queueing delay alone would
+	// hold every install poll past the lag.
+	CreateEvery time.Duration
 	// SyncStatusCheckInterval is the configured requeue interval; default 2s.
 	SyncStatusCheckInterval time.Duration
 	// Faults, when set, wraps the controller's client (conflicts, 500s).
@@ -92,11 +107,23 @@ type Report struct {
 	Stuck      int // items still present at the deadline
 	// StuckWithFinalizer counts stuck items still holding the finalizer.
 	StuckWithFinalizer int
-	P50, P99, Max      time.Duration // delete request to object gone, over deleted items
-	Elapsed            time.Duration // from the first delete to the last item gone (or the deadline)
-	// Requests are the controller's API requests during the delete burst, by verb.
-	Requests   map[string]int
-	Reconciles int // reconciles during the delete burst
+	// DuplicateChildren counts children created beyond one per item over the
+	// whole run, counted on the server by a watch (children later deleted
+	// included).
+	DuplicateChildren int
+	// LeftChildren counts children on the server after the run whose item
+	// is gone: the envtest control plane has no garbage collector, so nobody
+	// else removes them.
+	LeftChildren int
+	// DuplicateUninstalls counts uninstalls reported done beyond one per item.
+	DuplicateUninstalls int
+	P50, P99, Max       time.Duration // delete request to object gone, over deleted items
+	Elapsed             time.Duration // from the first delete to the last item gone (or the deadline)
+	// Requests are the controller's WorkItem API requests during the delete
+	// burst, by verb; ChildRequests its requests for children (ConfigMaps).
+	Requests      map[string]int
+	ChildRequests map[string]int
+	Reconciles    int // reconciles during the delete burst
 	// Error, set by callers that keep going, says why a run did not finish.
 	Error string
 }
@@ -163,8 +190,15 @@ func Run(ctx context.Context, cfg *rest.Config, kind Kind, opts Options) (Report
 	}
 	defer releaseAll(context.WithoutCancel(ctx), direct, ns)
 
+	children, err := watchChildren(ctx, direct, ns)
+	if err != nil {
+		return rep, err
+	}
+	defer children.stop()
+
 	counted, counter := racetest.CountRequests(cfg)
 	installer := sim.New(sim.Options{
+		InstallDuration:   opts.InstallDuration,
 		UninstallDuration: opts.UninstallDuration,
 		FailInstall:       func(string) bool { return true },
 	})
@@ -185,7 +219,16 @@ func Run(ctx context.Context, cfg *rest.Config, kind Kind, opts Options) (Report
 	}()
 
 	// Create the items and let the controller's create flow fail them all.
+	pace := time.NewTicker(max(opts.CreateEvery, time.Nanosecond))
+	defer pace.Stop()
 	for i := range opts.Items {
+		if i > 0 && opts.CreateEvery > 0 {
+			select {
+			case <-pace.C:
+			case <-ctx.Done():
+				return rep, ctx.Err()
+			}
+		}
 		item := &v1.WorkItem{
 			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("item-%04d", i), Namespace: ns},
 			Spec:       v1.WorkItemSpec{Payload: fmt.Sprintf("payload-%d", i), DryRun: i%2 == 0},
@@ -305,7 +348,8 @@ loop:
 		}
 	}
 	rep.Elapsed = last.Sub(t0)
-	rep.Requests = byVerb(counter)
+	rep.Requests = byVerb(counter, "workitems", "workitems/status")
+	rep.ChildRequests = byVerb(counter, "configmaps")
 	rep.Reconciles = reconcileTotal(name) - reconciles0
 	rep.Deleted = len(gone)
 	rep.Stuck = opts.Items - len(gone)
@@ -328,6 +372,18 @@ loop:
 			rep.StuckWithFinalizer++
 		}
 	}
+	for _, it := range before.Items {
+		if n := installer.Uninstalled(it.UID); n > 1 {
+			rep.DuplicateUninstalls += n - 1
+		}
+	}
+	if err := children.sync(ctx); err != nil {
+		return rep, fmt.Errorf("count children: %w", err)
+	}
+	rep.DuplicateChildren = children.duplicates()
+	if rep.LeftChildren, err = leftChildren(ctx, direct, ns); err != nil {
+		return rep, fmt.Errorf("count children left: %w", err)
+	}
 	return rep, nil
 }
 
@@ -340,6 +396,18 @@ func defaults(o Options) Options {
 	}
 	if o.MaxConcurrentReconciles <= 0 {
 		o.MaxConcurrentReconciles = 4
+	}
+	switch {
+	case o.CreateEvery == 0:
+		o.CreateEvery = 10 * time.Millisecond
+	case o.CreateEvery < 0:
+		o.CreateEvery = 0
+	}
+	switch {
+	case o.InstallDuration == 0:
+		o.InstallDuration = o.Lag / 4
+	case o.InstallDuration < 0:
+		o.InstallDuration = 0
 	}
 	if o.SyncStatusCheckInterval <= 0 {
 		o.SyncStatusCheckInterval = settings.Default.SyncStatusCheckInterval
@@ -378,9 +446,14 @@ func startManager(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme,
 	}
 	copts := controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles}
 	switch kind {
+	case NaiveClient:
+		err = ported.SetupWithManager(mgr, &naive.Controller{Client: mgr.GetClient(), ConfigManager: cfgs, Installer: installer, Variant: naive.Incident},
+			name, copts)
 	case Racesafe:
-		err = reconciler.New(mgr, reconciler.Options{Installer: installer, Interval: cfgs.SyncStatusCheckInterval}).
-			SetupWithManager(mgr, name, copts)
+		var r *reconciler.Reconciler
+		if r, err = reconciler.New(mgr, reconciler.Options{Installer: installer, Interval: cfgs.SyncStatusCheckInterval}); err == nil {
+			err = r.SetupWithManager(mgr, name, copts)
+		}
 	default:
 		variant := map[Kind]naive.Variant{Naive: naive.Incident, NaiveRYW: naive.Incident, NaiveFix1: naive.Fix1, NaiveFix2: naive.Fix2}[kind]
 		err = (&naive.Controller{Client: mgr.GetClient(), ConfigManager: cfgs, Installer: installer, Variant: variant}).
@@ -458,11 +531,12 @@ func quantiles(d []time.Duration) (p50, p99, top time.Duration) {
 	return at(0.50), at(0.99), d[len(d)-1]
 }
 
-// byVerb sums the WorkItem requests (and their status subresource) by verb.
-func byVerb(c *racetest.Counter) map[string]int {
+// byVerb sums the requests for the resources (subresources named as
+// "workitems/status") by verb.
+func byVerb(c *racetest.Counter, resources ...string) map[string]int {
 	out := map[string]int{}
 	for r, n := range c.Snapshot() {
-		if r.Resource == "workitems" || r.Resource == "workitems/status" {
+		if slices.Contains(resources, r.Resource) {
 			out[r.Verb] += n
 		}
 	}

@@ -69,7 +69,8 @@ func run(t *testing.T, env *testenv.Env, kind scenario.Kind, opts scenario.Optio
 	if err != nil {
 		t.Fatalf("%s: %v", kind, err)
 	}
-	t.Logf("%s: deleted %d/%d stuck %d p50 %s p99 %s requests %v reconciles %d",
-		kind, rep.Deleted, rep.Items, rep.Stuck, rep.P50, rep.P99, rep.Requests, rep.Reconciles)
+	t.Logf("%s: deleted %d/%d stuck %d p50 %s p99 %s requests %v child requests %v reconciles %d; children: %d duplicate, %d left; %d duplicate uninstalls",
+		kind, rep.Deleted, rep.Items, rep.Stuck, rep.P50, rep.P99, rep.Requests, rep.ChildRequests, rep.Reconciles,
+		rep.DuplicateChildren, rep.LeftChildren, rep.DuplicateUninstalls)
 	return rep
 }

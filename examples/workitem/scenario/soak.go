@@ -39,11 +39,16 @@ type SoakOptions struct {
 type SoakReport struct {
 	Created, Gone, Stuck int
 	FinalizersLeft       int // must be 0
-	Restarts             int
-	Injected             racetest.FaultCounts
-	GoroutinesBefore     int
-	GoroutinesAfter      int
-	Elapsed              time.Duration
+	// DuplicateChildren, LeftChildren and DuplicateUninstalls are counted
+	// as in Report. The first two must be 0; an uninstall is polled again
+	// when the release after it failed (injected 500s, restarts), so
+	// DuplicateUninstalls need not be.
+	DuplicateChildren, LeftChildren, DuplicateUninstalls int
+	Restarts                                             int
+	Injected                                             racetest.FaultCounts
+	GoroutinesBefore                                     int
+	GoroutinesAfter                                      int
+	Elapsed                                              time.Duration
 }
 
 // Soak churns WorkItems through create -> Failed -> delete against the
@@ -77,7 +82,7 @@ func Soak(ctx context.Context, cfg *rest.Config, o SoakOptions) (SoakReport, err
 		return rep, err
 	}
 	scheme := Scheme()
-	direct, err := client.New(cfg, client.Options{Scheme: scheme})
+	direct, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		return rep, err
 	}
@@ -88,8 +93,18 @@ func Soak(ctx context.Context, cfg *rest.Config, o SoakOptions) (SoakReport, err
 	}
 	defer releaseAll(context.WithoutCancel(ctx), direct, ns)
 
+	children, err := watchChildren(ctx, direct, ns)
+	if err != nil {
+		return rep, err
+	}
+	defer children.stop()
+
 	rep.GoroutinesBefore = runtime.NumGoroutine()
-	installer := sim.New(sim.Options{FailInstall: func(string) bool { return true }, UninstallDuration: 50 * time.Millisecond})
+	installer := sim.New(sim.Options{
+		FailInstall:       func(string) bool { return true },
+		InstallDuration:   o.Lag / 4, // the install poll comes back before the cache shows the child
+		UninstallDuration: 50 * time.Millisecond,
+	})
 	cfgs := &settings.Manager{}
 	cfgs.Set(settings.Settings{SyncStatusCheckInterval: time.Second})
 	opts := Options{Lag: o.Lag, Jitter: o.Jitter, MaxConcurrentReconciles: o.Concurrency, Faults: faults}
@@ -173,6 +188,18 @@ func Soak(ctx context.Context, cfg *rest.Config, o SoakOptions) (SoakReport, err
 	rep.Injected = faults.Injected()
 	if err := stop(); err != nil {
 		return rep, fmt.Errorf("stop manager: %w", err)
+	}
+	if err := children.sync(ctx); err != nil {
+		return rep, fmt.Errorf("count children: %w", err)
+	}
+	rep.DuplicateChildren = children.duplicates()
+	for _, uid := range children.owners() {
+		if n := installer.Uninstalled(uid); n > 1 {
+			rep.DuplicateUninstalls += n - 1
+		}
+	}
+	if rep.LeftChildren, err = leftChildren(ctx, direct, ns); err != nil {
+		return rep, fmt.Errorf("count children left: %w", err)
 	}
 	// Goroutines of a stopped manager wind down asynchronously; give them
 	// a bounded time before counting.

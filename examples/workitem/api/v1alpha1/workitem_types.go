@@ -21,6 +21,11 @@ const (
 // Finalizer holds a WorkItem until its payload is uninstalled.
 const Finalizer = "demo.racesafe.io/uninstall"
 
+// ChildLabel labels each child object an install creates with the UID of
+// its WorkItem, so that controllers List an item's children by it and the
+// scenario counts them on the server.
+const ChildLabel = "demo.racesafe.io/workitem-uid"
+
 // ConditionDryRun says whether the item's install and uninstall only pretend.
 // Syncing it was the second status write of the incident's delete flow.
 const ConditionDryRun = "DryRun"

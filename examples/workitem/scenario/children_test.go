@@ -1,0 +1,89 @@
+package scenario_test
+
+import (
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/racesafe/racesafe/examples/workitem/scenario"
+	"github.com/racesafe/racesafe/internal/testenv"
+)
+
+// lockedJitter is a jitter source safe for the lag transport's goroutines.
+func lockedJitter(seed uint64, upTo time.Duration) func() time.Duration {
+	var mu sync.Mutex
+	rng := rand.New(rand.NewPCG(seed, seed+1))
+	return func() time.Duration {
+		mu.Lock()
+		defer mu.Unlock()
+		return time.Duration(rng.Int64N(int64(upTo)))
+	}
+}
+
+// Children are decided from a cached List. Under watch lag the naive
+// controller's requeue (the install poll) lists before the cache has seen
+// the child it created and creates another; racesafe's owner check refuses
+// that List until the cache has caught up, so it creates exactly one child
+// per item and deletes it before releasing the item. Both are counted on
+// the server.
+func TestOwnedChildrenUnderLag(t *testing.T) {
+	ctrl.SetLogger(logr.Discard())
+	env := testenv.Start(t, testenv.Options{CRDDirectoryPaths: []string{"../config/crd"}})
+
+	const items = 24
+	for _, lag := range []struct {
+		name   string
+		lag    time.Duration
+		jitter func() time.Duration
+	}{
+		{"200ms", 200 * time.Millisecond, nil},
+		{"100ms+jitter", 100 * time.Millisecond, lockedJitter(3, 100*time.Millisecond)},
+	} {
+		o := scenario.Options{Items: items, Lag: lag.lag, Jitter: lag.jitter, Timeout: 20 * time.Second}
+		t.Run("naive duplicates children/"+lag.name, func(t *testing.T) {
+			n := o
+			n.Timeout = 5 * time.Second // naive leaves its items stuck; children are counted all the same
+			rep := run(t, env, scenario.Naive, n)
+			if rep.DuplicateChildren == 0 {
+				t.Fatalf("naive created no duplicate child under %s lag: the reproducer does not reproduce", lag.name)
+			}
+		})
+		t.Run("racesafe creates one child per item/"+lag.name, func(t *testing.T) {
+			rep := run(t, env, scenario.Racesafe, o)
+			if rep.Stuck != 0 || rep.Deleted != items {
+				t.Fatalf("racesafe: deleted %d of %d, stuck %d", rep.Deleted, items, rep.Stuck)
+			}
+			if rep.DuplicateChildren != 0 || rep.LeftChildren != 0 || rep.DuplicateUninstalls != 0 {
+				t.Fatalf("racesafe: %d duplicate children, %d left behind, %d duplicate uninstalls; want none",
+					rep.DuplicateChildren, rep.LeftChildren, rep.DuplicateUninstalls)
+			}
+			if got := rep.ChildRequests["delete"]; got != items {
+				t.Fatalf("racesafe deleted %d children in the burst, want one per item (%d)", got, items)
+			}
+		})
+	}
+}
+
+// The racesafe delete flow is two WorkItem writes per item: the transition
+// to Deleting carrying the DryRun condition, and the compare-and-swap
+// release of the finalizer.
+func TestRacesafeDeleteFlowIsTwoWritesPerItem(t *testing.T) {
+	ctrl.SetLogger(logr.Discard())
+	env := testenv.Start(t, testenv.Options{CRDDirectoryPaths: []string{"../config/crd"}})
+
+	const items = 24
+	rep := run(t, env, scenario.Racesafe, scenario.Options{Items: items, Lag: 100 * time.Millisecond, Timeout: 20 * time.Second})
+	if rep.Stuck != 0 {
+		t.Fatalf("racesafe left %d of %d items stuck", rep.Stuck, items)
+	}
+	if got := rep.WritesPerItem(); got != 2 {
+		t.Fatalf("racesafe sent %.2f WorkItem writes per item in the burst (%v), want 2", got, rep.Requests)
+	}
+	if rep.Requests["patch"] != 2*items || rep.Requests["update"] != 0 {
+		t.Fatalf("racesafe burst requests %v: want %d patches and no update", rep.Requests, 2*items)
+	}
+}
