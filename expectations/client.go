@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/racesafe/racesafe/internal/objcopy"
 )
@@ -55,7 +56,7 @@ type ClientOptions struct {
 	Tracker *Tracker
 	// Owners, when set, records every write and delete of an object whose
 	// controller reference points to its owner kind against that owner, and
-	// a Get of such an owner refuses while the caches of what it owns lag
+	// CheckOwner refuses such an owner while the caches of what it owns lag
 	// behind those writes.
 	Owners *OwnerTracker
 }
@@ -70,17 +71,18 @@ type ClientOptions struct {
 //     Owners' kind, with the OwnerTracker; a successful Delete of an owned
 //     object records the deletion with the OwnerTracker;
 //   - a Get returns the Tracker's *StaleError for a cached object older than
-//     this client's last write of it, and the OwnerTracker's
-//     *OwnerStaleError for an owner whose owned objects' caches have not
-//     seen this client's writes of them; both match errors.Is(err,
-//     ErrStale), and the caller's object is left untouched.
+//     this client's last write of it, errors.Is(err, ErrStale), and leaves
+//     the caller's object untouched;
+//   - CheckOwner, at the reconcile's entry, returns an error that matches
+//     ErrStale for an owner whose owned objects' caches have not seen this
+//     client's writes of them.
 //
 // Not recorded, because the Client cannot see what the server wrote:
 // dry-run writes, DeleteAllOf, the object of a Delete (the server answers a
 // Delete without it), server-side Apply of an apply configuration, and
-// subresource Creates. A List is passed through unchecked: the Get of the
-// owner at the reconcile's entry covers the Lists of what it owns, so end
-// the reconcile after a write that a later List in the same reconcile would
+// subresource Creates. A List is passed through unchecked: CheckOwner at
+// the reconcile's entry covers the Lists of what it owns, so end the
+// reconcile after a write that a later List in the same reconcile would
 // need to see.
 type Client struct {
 	client.Client
@@ -101,28 +103,48 @@ func NewClient(c client.Client, opts ClientOptions) (*Client, error) {
 	return &Client{Client: c, reader: NewReader(c, opts.Tracker), tracker: opts.Tracker, owners: opts.Owners}, nil
 }
 
-// Get reads key through the Tracker's Reader and, when obj is of the
-// Owners' kind, checks the owner with the OwnerTracker. obj is written only
-// when both hold.
+// Get reads key through the Tracker's Reader: obj is written only when the
+// cached object is not older than this client's last write of it.
 func (c *Client) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	return c.reader.Get(ctx, key, obj, opts...)
+}
+
+// CheckOwner guards a reconcile's entry: it reads the owner key, of the
+// Owners' kind, from the cache and returns an error that errors.Is
+// ErrStale when the cached owner is older than this client's last write of
+// it or when the cache of anything the client wrote for the owner has not
+// caught up (see OwnerTracker.Check). Call it once, before the reconcile
+// Lists what it owns; a Get later in the reconcile checks only the object
+// itself, so a reconcile that has acted is not turned back half-way. An
+// owner that is gone passes: the reconcile sees the NotFound itself.
+// A Client without Owners returns ErrClientOptions.
+func (c *Client) CheckOwner(ctx context.Context, key client.ObjectKey) error {
 	if c.owners == nil {
-		return c.reader.Get(ctx, key, obj, opts...)
+		return ErrClientOptions
 	}
-	if objcopy.IsNil(obj) {
-		return fmt.Errorf("get %s into %T: %w", key, obj, ErrNilObject)
-	}
-	fresh, err := objcopy.EmptyLike(obj)
+	owner, err := objcopy.EmptyLike(c.owners.owner)
 	if err != nil {
-		return fmt.Errorf("get %s: %w", key, err)
-	}
-	if err := c.reader.Get(ctx, key, fresh, opts...); err != nil {
 		return err
 	}
-	if err := c.owners.Check(ctx, fresh); err != nil && !errors.Is(err, ErrOwnerKind) {
+	if err := c.reader.Get(ctx, key, owner); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
 		return err
 	}
-	reflect.ValueOf(obj).Elem().Set(reflect.ValueOf(fresh).Elem())
-	return nil
+	return c.owners.Check(ctx, owner)
+}
+
+// Guard returns r with CheckOwner of the request at its entry: a refused
+// owner ends the reconcile with CheckOwner's error before r runs. Put a
+// requeue.Floor around it to turn that error into a short requeue.
+func (c *Client) Guard(r reconcile.Reconciler) reconcile.Reconciler {
+	return reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+		if err := c.CheckOwner(ctx, req.NamespacedName); err != nil {
+			return reconcile.Result{}, err
+		}
+		return r.Reconcile(ctx, req)
+	})
 }
 
 // Create creates obj and records the server's answer.

@@ -10,9 +10,9 @@ import (
 )
 
 // ExampleClient ports a controller that owns what it creates: wrap its
-// client, tell the builder to wake owners when their children's cache
-// catches up, and put a Floor around the reconciler so a refused read is a
-// short requeue.
+// client, guard the reconcile's entry, tell the builder to wake owners when
+// their children's cache catches up, and put a Floor around it all so a
+// refused read is a short requeue.
 func ExampleClient() {
 	var mgr ctrl.Manager                       // from ctrl.NewManager
 	var r reconcile.Reconciler                 // your reconciler, built on c
@@ -30,7 +30,7 @@ func ExampleClient() {
 	err = ctrl.NewControllerManagedBy(mgr).
 		For(&appsv1.ReplicaSet{}).
 		WatchesRawSource(owners.Source()).
-		Complete(requeue.Floor(r, requeue.FloorOptions[reconcile.Request]{Name: "replicaset"}))
+		Complete(requeue.Floor(c.Guard(r), requeue.FloorOptions[reconcile.Request]{Name: "replicaset"}))
 	if err != nil {
 		panic(err)
 	}

@@ -13,8 +13,9 @@ import (
 )
 
 // testClientRecordsOwnedWrites: through the drop-in Client, the Create and
-// the Delete of an owned object each make a Get of the owner refuse, with
-// the caller's object untouched, until the cache has seen them.
+// the Delete of an owned object each make CheckOwner refuse the owner until
+// the cache has seen them, while a Get of the owner itself, which the
+// client did not write, is not refused.
 func testClientRecordsOwnedWrites(t *testing.T, cfg *rest.Config, direct client.Client) {
 	ctx := t.Context()
 	ns := "client-owned"
@@ -50,18 +51,17 @@ func testClientRecordsOwnedWrites(t *testing.T, cfg *rest.Config, direct client.
 
 	refusedUntilRelease := func(what string) {
 		t.Helper()
-		held := owner.DeepCopy()
-		err := c.Get(ctx, key, held)
+		err := c.CheckOwner(ctx, key)
 		var stale *expectations.OwnerStaleError
 		if !errors.As(err, &stale) || !errors.Is(err, expectations.ErrStale) {
-			t.Fatalf("Get of the owner after %s, watch held = %v, want *OwnerStaleError", what, err)
+			t.Fatalf("CheckOwner after %s, watch held = %v, want *OwnerStaleError", what, err)
 		}
-		if held.ResourceVersion != owner.ResourceVersion || held.Data["marker"] != owner.Data["marker"] {
-			t.Errorf("refused Get changed the caller's object")
+		if err := c.Get(ctx, key, &corev1.ConfigMap{}); err != nil {
+			t.Errorf("Get of the owner, which this client did not write, = %v", err)
 		}
 		gate.release()
-		waitFor(t, "the owner Get to pass after "+what, func(ctx context.Context) (bool, error) {
-			err := c.Get(ctx, key, &corev1.ConfigMap{})
+		waitFor(t, "CheckOwner to pass after "+what, func(ctx context.Context) (bool, error) {
+			err := c.CheckOwner(ctx, key)
 			if errors.Is(err, expectations.ErrStale) {
 				return false, nil
 			}
@@ -81,4 +81,11 @@ func testClientRecordsOwnedWrites(t *testing.T, cfg *rest.Config, direct client.
 		t.Fatal(err)
 	}
 	refusedUntilRelease("the child's Delete")
+
+	if err := direct.Delete(ctx, owner); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "CheckOwner of a deleted owner to pass", func(ctx context.Context) (bool, error) {
+		return c.CheckOwner(ctx, key) == nil, nil
+	})
 }

@@ -211,3 +211,12 @@ func TestClientWriteNotRecordedIsAnError(t *testing.T) {
 		t.Errorf("Create through a Client with its own tracker = %v", err)
 	}
 }
+
+// TestClientCheckOwnerNeedsOwners: without an OwnerTracker there is no owner
+// kind to guard, which is an error, not a pass.
+func TestClientCheckOwnerNeedsOwners(t *testing.T) {
+	c, _, key := newLaggingClient(t, "client-no-owners")
+	if err := c.CheckOwner(t.Context(), key); !errors.Is(err, expectations.ErrClientOptions) {
+		t.Fatalf("CheckOwner without Owners = %v, want ErrClientOptions", err)
+	}
+}

@@ -64,13 +64,18 @@
 // # A drop-in client
 //
 // Client wraps a controller's client.Client: every write it makes is
-// recorded with a Tracker (and, for owned objects, an OwnerTracker), and its
-// Get refuses a stale object or an owner whose children's cache lags, with
-// the caller's object left untouched. A controller that reads and writes
-// through it needs no other change than the wiring, and a requeue.Floor that
-// turns the refusals into short requeues:
+// recorded with a Tracker (and, for owned objects, an OwnerTracker), its Get
+// refuses a stale object with the caller's object left untouched, and its
+// CheckOwner, called at the reconcile's entry, refuses an owner whose
+// children's cache lags. A controller that reads and writes through it
+// needs no other change than the wiring, the entry guard, and a
+// requeue.Floor that turns the refusals into short requeues:
 //
 //	c, err := expectations.NewClient(mgr.GetClient(), expectations.ClientOptions{Name: "replicaset", Owners: owners})
+//
+// and, where the builder takes the reconciler,
+//
+//	Complete(requeue.Floor(c.Guard(r), requeue.FloorOptions[reconcile.Request]{Name: "replicaset"}))
 //
 // # Guarantees
 //
@@ -154,6 +159,9 @@
 //     (errors.Is ErrNotRecorded), never a silent success.
 //   - Untouched on refusal: a Get that would go back in time returns the
 //     error, errors.Is ErrStale, and leaves the caller's object as it was.
+//   - Guarded entry: CheckOwner matches ErrStale while the owner's cached
+//     copy, or the cache of anything the client wrote for it, is older than
+//     those writes; an owner that is gone passes.
 //
 // # What it does not do
 //

@@ -67,7 +67,9 @@ type OwnerTracker struct {
 	cache        OwnerCache
 	liveOnExpiry bool
 	ownerGK      schema.GroupKind
-	ownerLabel   string
+	// owner is an empty object of the owner kind, for reads of owners.
+	owner      client.Object
+	ownerLabel string
 
 	nextSweep atomic.Int64
 
@@ -152,6 +154,9 @@ func NewOwnerTracker(opts OwnerOptions) (*OwnerTracker, error) {
 		return nil, fmt.Errorf("OwnerOptions.For: %w: %w", ErrOwnerOptions, err)
 	}
 	t.ownerGK = gvk.GroupKind()
+	if t.owner, err = objcopy.EmptyLike(opts.For); err != nil {
+		return nil, fmt.Errorf("OwnerOptions.For: %w: %w", ErrOwnerOptions, err)
+	}
 	t.ownerLabel = t.ownerGK.String()
 	t.nextSweep.Store(addSaturated(t.clock.Now().UnixNano(), t.ttl))
 	return t, nil

@@ -354,8 +354,9 @@ func testListThenCreate(t *testing.T, cfg *rest.Config, direct client.Client, lc
 			if c, err = expectations.NewClient(mgr.GetClient(), expectations.ClientOptions{Tracker: tracker, Owners: tr}); err != nil {
 				return err
 			}
+			guarded := c.(*expectations.Client)
 			wrap = func(r reconcile.Reconciler) reconcile.Reconciler {
-				return requeue.Floor(r, requeue.FloorOptions[reconcile.Request]{Name: "client-" + ns, StaleAfter: 20 * time.Millisecond})
+				return requeue.Floor(guarded.Guard(r), requeue.FloorOptions[reconcile.Request]{Name: "client-" + ns, StaleAfter: 20 * time.Millisecond})
 			}
 		}
 		return ctrl.NewControllerManagedBy(mgr).Named("owner-" + ns).For(&corev1.ConfigMap{}).Owns(&corev1.Secret{}).

@@ -62,6 +62,12 @@
 //     racesafe_requeue_floor_stale_total{name}. A Floor around a nil
 //     reconciler returns [ErrNilReconciler], never panics.
 //
+//   - Settled from the object: [SettledWhen] reads the request's object
+//     and asks a func about it; an object that is gone is settled, a read
+//     refused as stale is unsettled (reason "stale"), any other read error
+//     is returned, and a T that is not a pointer to a struct is an error,
+//     never "settled".
+//
 // # What it does not do
 //
 //   - It never sets the deprecated Result.Requeue field: a requeue through

@@ -1,14 +1,13 @@
 // Package ported is the incident's controller (examples/workitem/naive, its
 // code untouched) made safe by the drop-in port that docs/adopting.md opens
-// with: its client wrapped in an expectations.Client, its reconciler in a
-// requeue.Floor. SetupWithManager is naive.Controller.SetupWithManager with
-// the port's changed lines; the guide shows the diff.
+// with: its client wrapped in an expectations.Client, its reconciler guarded
+// at entry and wrapped in a requeue.Floor. SetupWithManager is
+// naive.Controller.SetupWithManager with the port's changed lines; the guide
+// shows the diff.
 package ported
 
 import (
-	"context"
-
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -28,20 +27,19 @@ func SetupWithManager(mgr ctrl.Manager, r *naive.Controller, name string, opts c
 	if err != nil {
 		return err
 	}
-	if r.Client, err = expectations.NewClient(r.Client, expectations.ClientOptions{Name: name, Owners: owners}); err != nil {
+	c, err := expectations.NewClient(r.Client, expectations.ClientOptions{Name: name, Owners: owners})
+	if err != nil {
 		return err
 	}
-	settled := func(ctx context.Context, req reconcile.Request) (bool, string, error) {
-		var it v1.WorkItem
-		if err := r.Get(ctx, req.NamespacedName, &it); err != nil {
-			return apierrors.IsNotFound(err), "unread", nil
-		}
-		return it.DeletionTimestamp.IsZero() && (it.Status.Phase == v1.PhaseReady || it.Status.Phase == v1.PhaseFailed), string(it.Status.Phase), nil
+	r.Client = c
+	settled := func(it *v1.WorkItem) (bool, string) {
+		return it.DeletionTimestamp.IsZero() && (it.Status.Phase == v1.PhaseReady || it.Status.Phase == v1.PhaseFailed), string(it.Status.Phase)
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(name).
 		For(&v1.WorkItem{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Owns(&corev1.ConfigMap{}).
 		WatchesRawSource(owners.Source()).
 		WithOptions(opts).
-		Complete(requeue.Floor(r, requeue.FloorOptions[reconcile.Request]{Name: name, Interval: r.ConfigManager.SyncStatusCheckInterval, Settled: settled}))
+		Complete(requeue.Floor(c.Guard(r), requeue.FloorOptions[reconcile.Request]{Name: name, Interval: r.ConfigManager.SyncStatusCheckInterval, Settled: requeue.SettledWhen(c, settled)}))
 }
