@@ -18,6 +18,8 @@
 //     controller-runtime client's updates and patches, through
 //     interceptor.NewClient, at given rates from a seeded random source;
 //     [Faults.NewClient] puts them into every write of a manager's client.
+//     Its applied faults are the ambiguous writes: the server applies the
+//     write and the client sees a 500 or a timeout anyway.
 //   - [CountRequests] counts the requests a client sends by verb and resource
 //     ([Classify] names them), for "API calls per transition" in benchmarks.
 //   - [WithoutRateLimit] returns a copy of a *rest.Config with client-go's
@@ -38,9 +40,16 @@
 //     faults. Rates out of [0, 1] are a [*FaultOptionsError], not a panic.
 //   - The errors are the API server's: apierrors.IsConflict,
 //     IsInternalError, IsTooManyRequests and SuggestsClientDelay hold.
-//   - Nothing sent on a fault: an injected fault replaces the call, so the
-//     write never reaches the server; with [Faults.NewClient] this holds for
-//     every write of the manager's client.
+//   - Nothing sent on a fault: an injected conflict, server error or 429
+//     replaces the call, so the write never reaches the server; with
+//     [Faults.NewClient] this holds for every write of the manager's client.
+//   - Applied, then failed: an applied fault ([FaultAppliedServerError],
+//     [FaultAppliedTimeout]) sends the write to the server and, once the
+//     server applied it, returns a 500 (apierrors.IsInternalError) or a
+//     timeout (errors.Is context.DeadlineExceeded) instead of the answer.
+//     The caller's object is left as the caller passed it, its old
+//     resourceVersion included. A write the server refuses returns the
+//     server's error and is not counted as injected.
 //   - Unlimited: a client built from WithoutRateLimit's copy has no
 //     client-side rate limiter, whatever QPS, Burst or RateLimiter the
 //     original had; the original is not modified.
@@ -55,10 +64,8 @@
 //     informer's initial list is a watch stream, so it is delayed too and the
 //     first sync takes at least the delay. With KUBE_FEATURE_WatchListClient
 //     set to false the initial list is a plain list and is not delayed.
-//   - Faults never lets a write through and then reports an error: the
-//     ambiguous "it may have happened" 500 is out of scope. It does not fail
-//     creates, deletes, reads, server-side apply or subresources other than
-//     status.
+//   - Faults does not fail creates, deletes, reads, server-side apply or
+//     subresources other than status.
 //   - It is for tests. Nothing here belongs in a production binary.
 //
 // # A controller whose cache lags
