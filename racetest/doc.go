@@ -20,6 +20,12 @@
 //     [Faults.NewClient] puts them into every write of a manager's client.
 //     Its applied faults are the ambiguous writes: the server applies the
 //     write and the client sees a 500 or a timeout anyway.
+//   - [WatchFaults] breaks watches on a *rest.Config's transport, at given
+//     rates from a seeded random source: a stream ends after an event, as
+//     when a connection is reset mid-burst, and the watch that resumes it
+//     is answered 410 Gone, so that the informer must relist.
+//     [WatchFaults.NewCache] puts them into a manager's cache, and
+//     [LagOptions].WatchFaults behind a lag.
 //   - [CountRequests] counts the requests a client sends by verb and resource
 //     ([Classify] names them), for "API calls per transition" in benchmarks.
 //   - [WithoutRateLimit] returns a copy of a *rest.Config with client-go's
@@ -37,7 +43,9 @@
 //   - No leaks: closing a lagged watch body, which an informer does when it
 //     stops, ends its goroutine; so does the server ending the stream.
 //   - Replayable: the same Seed and the same order of calls give the same
-//     faults. Rates out of [0, 1] are a [*FaultOptionsError], not a panic.
+//     faults; for WatchFaults the calls are the events of the watch streams
+//     and the resuming watches. Rates out of [0, 1] are a
+//     [*FaultOptionsError] or a [*WatchFaultOptionsError], not a panic.
 //   - The errors are the API server's: apierrors.IsConflict,
 //     IsInternalError, IsTooManyRequests and SuggestsClientDelay hold.
 //   - Nothing sent on a fault: an injected conflict, server error or 429
@@ -50,16 +58,31 @@
 //     The caller's object is left as the caller passed it, its old
 //     resourceVersion included. A write the server refuses returns the
 //     server's error and is not counted as injected.
+//   - Broken between events: a stream Break ends has delivered whole events
+//     only, JSON or protobuf framed, never part of one; its next Read
+//     returns io.ErrUnexpectedEOF, and the server's stream is closed.
+//   - Gone after a break: only the first watch that resumes the path of a
+//     broken stream from a resourceVersion may be answered 410 Gone
+//     (apierrors.IsResourceExpired), and it does not reach the server.
+//     Lists and watches with sendInitialEvents=true are never answered 410.
+//   - Counted: [WatchFaults.Counts] gives, by resource, the watches, the
+//     lists (relists included), the broken streams and the 410s; an
+//     applied fault is counted in [Faults.Injected] once the server applied
+//     the write.
 //   - Unlimited: a client built from WithoutRateLimit's copy has no
 //     client-side rate limiter, whatever QPS, Burst or RateLimiter the
 //     original had; the original is not modified.
-//   - Safe for concurrent use: Faults and Counter; a lagged body may be
-//     closed while a Read waits, which then returns at once.
+//   - Safe for concurrent use: Faults, WatchFaults and Counter; a lagged
+//     body may be closed while a Read waits, which then returns at once.
 //
 // # What it deliberately does not do
 //
-//   - It does not delay lists, gets or writes, and does not drop, duplicate or
-//     reorder events: a real watch is late, not wrong.
+//   - The lag does not delay lists, gets or writes, and does not drop,
+//     duplicate or reorder events: a real watch is late, not wrong.
+//     WatchFaults ends streams, but inside a stream it neither drops,
+//     duplicates nor reorders events: what a broken stream did not deliver
+//     the client gets by watching again or by relisting. It breaks JSON and
+//     protobuf streams only; a stream of another format passes.
 //   - With client-go's WatchList feature (on by default since v0.35) an
 //     informer's initial list is a watch stream, so it is delayed too and the
 //     first sync takes at least the delay. With KUBE_FEATURE_WatchListClient
@@ -107,6 +130,43 @@
 //		t.Fatal(err)
 //	}
 //	c := interceptor.NewClient(base, faults.Funcs())
+//
+// # Ambiguous writes
+//
+// A write the server applied, reported as failed: the controller must not
+// assume the write is lost, nor that it happened. The caller's object keeps
+// its old resourceVersion, so the next attempt that uses it conflicts:
+//
+//	faults, err := racetest.NewFaults(racetest.FaultOptions{
+//		Seed:               seed,
+//		AppliedServerError: 0.2,
+//		AppliedTimeout:     0.2,
+//		Operations:         []racetest.Operation{racetest.OpStatusPatch},
+//	})
+//	if err != nil {
+//		t.Fatal(err)
+//	}
+//	mgr, err := manager.New(cfg, manager.Options{NewClient: faults.NewClient})
+//
+// # Broken watches
+//
+// The manager's informers lose their streams mid-burst and must resume, or
+// relist after a 410; the counts show that it happened:
+//
+//	watches, err := racetest.NewWatchFaults(racetest.WatchFaultOptions{Seed: seed, Break: 0.05, Gone: 0.5})
+//	if err != nil {
+//		t.Fatal(err)
+//	}
+//	mgr, err := manager.New(cfg, manager.Options{NewCache: watches.NewCache})
+//	// ... drive a burst, then:
+//	counts := watches.Counts()
+//	t.Logf("%d streams broken, %d answered 410, %d lists", counts.Broken["workitems"], counts.Gone["workitems"], counts.Lists["workitems"])
+//
+// Behind a lag, give them to LaggedCache instead:
+//
+//	mgr, err := manager.New(cfg, manager.Options{
+//		NewCache: racetest.LaggedCache(racetest.LagOptions{Delay: 300 * time.Millisecond, WatchFaults: watches}),
+//	})
 //
 // # Counts
 //

@@ -51,6 +51,12 @@ func TestEnvtest(t *testing.T) {
 	t.Run("PrimitivesConvergeUnderAppliedFaults", func(t *testing.T) {
 		testPrimitivesConvergeUnderAppliedFaults(t, env.Config)
 	})
+	t.Run("BrokenWatchesResume", func(t *testing.T) {
+		testBrokenWatchesResume(t, env.Config)
+	})
+	t.Run("ExpectationsHoldAcrossARelist", func(t *testing.T) {
+		testExpectationsAcrossARelist(t, env.Config)
+	})
 }
 
 // directClient writes straight to the server, as a controller's client does.
