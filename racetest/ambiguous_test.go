@@ -248,6 +248,11 @@ func convergeUnderAppliedFaults(t *testing.T, cfg *rest.Config, seed uint64) {
 	if sum != total {
 		t.Errorf("the machine saw %d ambiguous write errors, %d faults were injected", sum, total)
 	}
+	// Every retry of a stale object after an ambiguous write met the write:
+	// its precondition conflicted, the live re-read showed the phase moved.
+	if moved != sum {
+		t.Errorf("%d ambiguous writes were retried, %d of the retries ended in a *PhaseMovedError; want all", sum, moved)
+	}
 	// One patch per transition, and one per stale retry, which conflicts
 	// and moves nothing.
 	if got, want := counter.Count("patch", "items/status"), len(flow)-1+moved; got != want {

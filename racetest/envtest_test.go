@@ -57,6 +57,9 @@ func TestEnvtest(t *testing.T) {
 	t.Run("ExpectationsHoldAcrossARelist", func(t *testing.T) {
 		testExpectationsAcrossARelist(t, env.Config)
 	})
+	t.Run("ControllerSurvivesAmbiguousWritesAndBrokenWatches", func(t *testing.T) {
+		testControllerSurvivesAmbiguousWritesAndBrokenWatches(t, env.Config)
+	})
 }
 
 // directClient writes straight to the server, as a controller's client does.
