@@ -37,17 +37,20 @@
 //   - Lagged: each chunk of a watch response body is held until Delay (plus
 //     Jitter) after it was read from the server, and never released before
 //     the chunk read before it: events keep their order.
-//   - Only watches: gets, lists, writes, discovery and a refused watch's
-//     status pass unchanged, so the controller's own writes and its reads
-//     from the API reader reach the server at once.
+//   - Only watches: the lag and WatchFaults pass gets, lists, writes,
+//     discovery and a refused watch's status unchanged, so the controller's
+//     own writes and its reads from the API reader reach the server at once.
 //   - No leaks: closing a lagged watch body, which an informer does when it
 //     stops, ends its goroutine; so does the server ending the stream.
 //   - Replayable: the same Seed and the same order of calls give the same
 //     faults; for WatchFaults the calls are the events of the watch streams
 //     and the resuming watches. Rates out of [0, 1] are a
 //     [*FaultOptionsError] or a [*WatchFaultOptionsError], not a panic.
-//   - The errors are the API server's: apierrors.IsConflict,
-//     IsInternalError, IsTooManyRequests and SuggestsClientDelay hold.
+//   - The errors are the ones a real client gets: apierrors.IsConflict,
+//     IsInternalError, IsTooManyRequests and SuggestsClientDelay hold for
+//     the API server's, and an applied timeout is a *url.Error wrapping
+//     context.DeadlineExceeded, as client-go returns when a request's
+//     context ends.
 //   - Nothing sent on a fault: an injected conflict, server error or 429
 //     replaces the call, so the write never reaches the server; with
 //     [Faults.NewClient] this holds for every write of the manager's client.
@@ -82,7 +85,10 @@
 //     WatchFaults ends streams, but inside a stream it neither drops,
 //     duplicates nor reorders events: what a broken stream did not deliver
 //     the client gets by watching again or by relisting. It breaks JSON and
-//     protobuf streams only; a stream of another format passes.
+//     protobuf streams only; a stream of another format passes. Its 410 is
+//     the answer to the watch request, as the watch cache gives it, not an
+//     ERROR event inside a stream. client-go's reflector relists after it
+//     with a backoff of about a second and more: poll for the relist.
 //   - With client-go's WatchList feature (on by default since v0.35) an
 //     informer's initial list is a watch stream, so it is delayed too and the
 //     first sync takes at least the delay. With KUBE_FEATURE_WatchListClient
