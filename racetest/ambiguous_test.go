@@ -157,10 +157,12 @@ func convergeUnderAppliedFaults(t *testing.T, cfg *rest.Config, seed uint64) {
 	handlers := map[stage]phase.Handler[item, stage]{}
 	transitions := map[stage][]stage{}
 	acked := map[edge]func() float64{}
+	ran := map[stage]int{}
 	for i, from := range flow[:len(flow)-1] {
 		to := flow[i+1]
 		transitions[from] = []stage{to}
 		handlers[from] = func(context.Context, *phase.Step[item, stage]) (phase.Decision, error) {
+			ran[from]++
 			return phase.TransitionWith(to, func(u item) error {
 				return unstructured.SetNestedField(u.Object, int64At(u, "status", "transitions")+1, "status", "transitions")
 			}), nil
@@ -247,6 +249,17 @@ func convergeUnderAppliedFaults(t *testing.T, cfg *rest.Config, seed uint64) {
 	}
 	if sum != total {
 		t.Errorf("the machine saw %d ambiguous write errors, %d faults were injected", sum, total)
+	}
+	// What the primitives do not promise: a handler runs again on every
+	// retry of a stale object, since nothing tells the retry that the write
+	// happened until the transition's CAS refuses it. A side effect in a
+	// handler must be idempotent.
+	runs := 0
+	for _, n := range ran {
+		runs += n
+	}
+	if runs != len(flow)-1+moved {
+		t.Errorf("handlers ran %d times (%v), want once a transition and once more for each of the %d refused retries", runs, ran, moved)
 	}
 	// Every retry of a stale object after an ambiguous write met the write:
 	// its precondition conflicted, the live re-read showed the phase moved.
