@@ -18,6 +18,14 @@
 //     controller-runtime client's updates and patches, through
 //     interceptor.NewClient, at given rates from a seeded random source;
 //     [Faults.NewClient] puts them into every write of a manager's client.
+//     Its applied faults are the ambiguous writes: the server applies the
+//     write and the client sees a 500 or a timeout anyway.
+//   - [WatchFaults] breaks watches on a *rest.Config's transport, at given
+//     rates from a seeded random source: a stream ends after an event, as
+//     when a connection is reset mid-burst, and the watch that resumes it
+//     is answered 410 Gone, so that the informer must relist.
+//     [WatchFaults.NewCache] puts them into a manager's cache, and
+//     [LagOptions].WatchFaults behind a lag.
 //   - [CountRequests] counts the requests a client sends by verb and resource
 //     ([Classify] names them), for "API calls per transition" in benchmarks.
 //   - [WithoutRateLimit] returns a copy of a *rest.Config with client-go's
@@ -29,36 +37,64 @@
 //   - Lagged: each chunk of a watch response body is held until Delay (plus
 //     Jitter) after it was read from the server, and never released before
 //     the chunk read before it: events keep their order.
-//   - Only watches: gets, lists, writes, discovery and a refused watch's
-//     status pass unchanged, so the controller's own writes and its reads
-//     from the API reader reach the server at once.
+//   - Only watches: the lag and WatchFaults pass gets, lists, writes,
+//     discovery and a refused watch's status unchanged, so the controller's
+//     own writes and its reads from the API reader reach the server at once.
 //   - No leaks: closing a lagged watch body, which an informer does when it
 //     stops, ends its goroutine; so does the server ending the stream.
 //   - Replayable: the same Seed and the same order of calls give the same
-//     faults. Rates out of [0, 1] are a [*FaultOptionsError], not a panic.
-//   - The errors are the API server's: apierrors.IsConflict,
-//     IsInternalError, IsTooManyRequests and SuggestsClientDelay hold.
-//   - Nothing sent on a fault: an injected fault replaces the call, so the
-//     write never reaches the server; with [Faults.NewClient] this holds for
-//     every write of the manager's client.
+//     faults; for WatchFaults the calls are the events of the watch streams
+//     and the resuming watches. Rates out of [0, 1] are a
+//     [*FaultOptionsError] or a [*WatchFaultOptionsError], not a panic.
+//   - The errors are the ones a real client gets: apierrors.IsConflict,
+//     IsInternalError, IsTooManyRequests and SuggestsClientDelay hold for
+//     the API server's, and an applied timeout is a *url.Error wrapping
+//     context.DeadlineExceeded, as client-go returns when a request's
+//     context ends.
+//   - Nothing sent on a fault: an injected conflict, server error or 429
+//     replaces the call, so the write never reaches the server; with
+//     [Faults.NewClient] this holds for every write of the manager's client.
+//   - Applied, then failed: an applied fault ([FaultAppliedServerError],
+//     [FaultAppliedTimeout]) sends the write to the server and, once the
+//     server applied it, returns a 500 (apierrors.IsInternalError) or a
+//     timeout (errors.Is context.DeadlineExceeded) instead of the answer.
+//     The caller's object is left as the caller passed it, its old
+//     resourceVersion included. A write the server refuses returns the
+//     server's error and is not counted as injected.
+//   - Broken between events: a stream Break ends has delivered whole events
+//     only, JSON or protobuf framed, never part of one; its next Read
+//     returns io.ErrUnexpectedEOF, and the server's stream is closed.
+//   - Gone after a break: only the first watch that resumes the path of a
+//     broken stream from a resourceVersion may be answered 410 Gone
+//     (apierrors.IsResourceExpired), and it does not reach the server.
+//     Lists and watches with sendInitialEvents=true are never answered 410.
+//   - Counted: [WatchFaults.Counts] gives, by resource, the watches, the
+//     lists (relists included), the broken streams and the 410s; an
+//     applied fault is counted in [Faults.Injected] once the server applied
+//     the write.
 //   - Unlimited: a client built from WithoutRateLimit's copy has no
 //     client-side rate limiter, whatever QPS, Burst or RateLimiter the
 //     original had; the original is not modified.
-//   - Safe for concurrent use: Faults and Counter; a lagged body may be
-//     closed while a Read waits, which then returns at once.
+//   - Safe for concurrent use: Faults, WatchFaults and Counter; a lagged
+//     body may be closed while a Read waits, which then returns at once.
 //
 // # What it deliberately does not do
 //
-//   - It does not delay lists, gets or writes, and does not drop, duplicate or
-//     reorder events: a real watch is late, not wrong.
+//   - The lag does not delay lists, gets or writes, and does not drop,
+//     duplicate or reorder events: a real watch is late, not wrong.
+//     WatchFaults ends streams, but inside a stream it neither drops,
+//     duplicates nor reorders events: what a broken stream did not deliver
+//     the client gets by watching again or by relisting. It breaks JSON and
+//     protobuf streams only; a stream of another format passes. Its 410 is
+//     the answer to the watch request, as the watch cache gives it, not an
+//     ERROR event inside a stream. client-go's reflector relists after it
+//     with a backoff of about a second and more: poll for the relist.
 //   - With client-go's WatchList feature (on by default since v0.35) an
 //     informer's initial list is a watch stream, so it is delayed too and the
 //     first sync takes at least the delay. With KUBE_FEATURE_WatchListClient
 //     set to false the initial list is a plain list and is not delayed.
-//   - Faults never lets a write through and then reports an error: the
-//     ambiguous "it may have happened" 500 is out of scope. It does not fail
-//     creates, deletes, reads, server-side apply or subresources other than
-//     status.
+//   - Faults does not fail creates, deletes, reads, server-side apply or
+//     subresources other than status.
 //   - It is for tests. Nothing here belongs in a production binary.
 //
 // # A controller whose cache lags
@@ -100,6 +136,43 @@
 //		t.Fatal(err)
 //	}
 //	c := interceptor.NewClient(base, faults.Funcs())
+//
+// # Ambiguous writes
+//
+// A write the server applied, reported as failed: the controller must not
+// assume the write is lost, nor that it happened. The caller's object keeps
+// its old resourceVersion, so the next attempt that uses it conflicts:
+//
+//	faults, err := racetest.NewFaults(racetest.FaultOptions{
+//		Seed:               seed,
+//		AppliedServerError: 0.2,
+//		AppliedTimeout:     0.2,
+//		Operations:         []racetest.Operation{racetest.OpStatusPatch},
+//	})
+//	if err != nil {
+//		t.Fatal(err)
+//	}
+//	mgr, err := manager.New(cfg, manager.Options{NewClient: faults.NewClient})
+//
+// # Broken watches
+//
+// The manager's informers lose their streams mid-burst and must resume, or
+// relist after a 410; the counts show that it happened:
+//
+//	watches, err := racetest.NewWatchFaults(racetest.WatchFaultOptions{Seed: seed, Break: 0.05, Gone: 0.5})
+//	if err != nil {
+//		t.Fatal(err)
+//	}
+//	mgr, err := manager.New(cfg, manager.Options{NewCache: watches.NewCache})
+//	// ... drive a burst, then:
+//	counts := watches.Counts()
+//	t.Logf("%d streams broken, %d answered 410, %d lists", counts.Broken["workitems"], counts.Gone["workitems"], counts.Lists["workitems"])
+//
+// Behind a lag, give them to LaggedCache instead:
+//
+//	mgr, err := manager.New(cfg, manager.Options{
+//		NewCache: racetest.LaggedCache(racetest.LagOptions{Delay: 300 * time.Millisecond, WatchFaults: watches}),
+//	})
 //
 // # Counts
 //

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
@@ -27,7 +28,8 @@ import (
 // TestEnvtest shares one API server between the tests that need one: each
 // start costs seconds on a small machine.
 func TestEnvtest(t *testing.T) {
-	env := testenv.Start(t, testenv.Options{})
+	env := testenv.Start(t, testenv.Options{CRDs: []*apiextensionsv1.CustomResourceDefinition{itemCRD()}})
+	waitForItems(t, env.Config)
 	t.Run("LaggedCacheServesStaleReadsForTheDelay", func(t *testing.T) {
 		testStaleWindow(t, env.Config, 300*time.Millisecond)
 	})
@@ -42,6 +44,21 @@ func TestEnvtest(t *testing.T) {
 	})
 	t.Run("FaultsReachEveryWriteOfTheManagersClient", func(t *testing.T) {
 		testManagerFaults(t, env.Config)
+	})
+	t.Run("AppliedFaultsReachTheServer", func(t *testing.T) {
+		testAppliedFaultsReachTheServer(t, env.Config)
+	})
+	t.Run("PrimitivesConvergeUnderAppliedFaults", func(t *testing.T) {
+		testPrimitivesConvergeUnderAppliedFaults(t, env.Config)
+	})
+	t.Run("BrokenWatchesResume", func(t *testing.T) {
+		testBrokenWatchesResume(t, env.Config)
+	})
+	t.Run("ExpectationsHoldAcrossARelist", func(t *testing.T) {
+		testExpectationsAcrossARelist(t, env.Config)
+	})
+	t.Run("ControllerSurvivesAmbiguousWritesAndBrokenWatches", func(t *testing.T) {
+		testControllerSurvivesAmbiguousWritesAndBrokenWatches(t, env.Config)
 	})
 }
 

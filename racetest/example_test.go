@@ -147,6 +147,81 @@ func ExampleFaults_NewClient() {
 	_, _ = mgr, err
 }
 
+// An applied fault: the server has the write, the client an error, and the
+// caller's object is as it was sent.
+func ExampleFaultOptions_applied() {
+	faults, err := racetest.NewFaults(racetest.FaultOptions{AppliedTimeout: 1})
+	if err != nil {
+		panic(err)
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cm", Namespace: "default"}}
+	base := fake.NewClientBuilder().WithObjects(cm).Build()
+	c := interceptor.NewClient(base, faults.Funcs())
+
+	sent := cm.DeepCopy()
+	sent.Data = map[string]string{"step": "2"}
+	err = c.Update(context.TODO(), sent)
+	var live corev1.ConfigMap
+	if err := base.Get(context.TODO(), client.ObjectKeyFromObject(cm), &live); err != nil {
+		panic(err)
+	}
+	fmt.Println(errors.Is(err, context.DeadlineExceeded), live.Data["step"], sent.ResourceVersion == cm.ResourceVersion)
+	fmt.Println(faults.Injected().Of(racetest.FaultAppliedTimeout))
+	// Output:
+	// true 2 true
+	// 1
+}
+
+// A manager whose status patches are often applied and reported failed.
+func ExampleFaultOptions_ambiguous() {
+	var (
+		t    *testing.T   // the test's
+		cfg  *rest.Config // from envtest
+		seed = rand.Uint64()
+	)
+	faults, err := racetest.NewFaults(racetest.FaultOptions{
+		Seed:               seed,
+		AppliedServerError: 0.2,
+		AppliedTimeout:     0.2,
+		Operations:         []racetest.Operation{racetest.OpStatusPatch},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgr, err := manager.New(cfg, manager.Options{NewClient: faults.NewClient})
+	_, _ = mgr, err
+}
+
+// A manager whose informers lose their watches, and the counts that show it.
+func ExampleWatchFaults() {
+	var (
+		t    *testing.T   // the test's
+		cfg  *rest.Config // from envtest
+		seed = rand.Uint64()
+	)
+	watches, err := racetest.NewWatchFaults(racetest.WatchFaultOptions{Seed: seed, Break: 0.05, Gone: 0.5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgr, err := manager.New(cfg, manager.Options{NewCache: watches.NewCache})
+	// ... drive a burst, then:
+	counts := watches.Counts()
+	t.Logf("%d streams broken, %d answered 410, %d lists", counts.Broken["workitems"], counts.Gone["workitems"], counts.Lists["workitems"])
+	_, _ = mgr, err
+}
+
+// Broken watches behind a lag.
+func ExampleLagOptions_watchFaults() {
+	var (
+		cfg     *rest.Config // from envtest
+		watches *racetest.WatchFaults
+	)
+	mgr, err := manager.New(cfg, manager.Options{
+		NewCache: racetest.LaggedCache(racetest.LagOptions{Delay: 300 * time.Millisecond, WatchFaults: watches}),
+	})
+	_, _ = mgr, err
+}
+
 // Outside a manager, Funcs wraps a client.WithWatch.
 func ExampleFaults_Funcs() {
 	var (

@@ -7,7 +7,10 @@ import (
 	"maps"
 	"math"
 	"math/rand/v2"
+	"net/http"
+	"net/url"
 	"slices"
+	"strings"
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -16,6 +19,8 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"github.com/racesafe/racesafe/internal/objcopy"
 )
 
 // Operation is a client write that [Faults] can fail.
@@ -50,6 +55,16 @@ const (
 	// FaultTooManyRequests is a 429 with a Retry-After delay
 	// (apierrors.IsTooManyRequests, apierrors.SuggestsClientDelay).
 	FaultTooManyRequests Fault = "too many requests"
+	// FaultAppliedServerError is an ambiguous write: the write reaches the
+	// server and is applied, and the client gets a 500 Internal Server
+	// Error instead of the answer (apierrors.IsInternalError), as when the
+	// server fails after persisting, or a proxy in front of it does.
+	FaultAppliedServerError Fault = "applied, then server error"
+	// FaultAppliedTimeout is an ambiguous write: the write reaches the
+	// server and is applied, and the client gives up waiting for the answer
+	// (errors.Is context.DeadlineExceeded, in a *url.Error as from
+	// client-go), as when the response is lost or too late.
+	FaultAppliedTimeout Fault = "applied, then timeout"
 )
 
 // FaultOptions configure [NewFaults]. Rates are probabilities per call, each
@@ -66,6 +81,10 @@ type FaultOptions struct {
 	ServerError float64
 	// TooManyRequests is the rate of FaultTooManyRequests.
 	TooManyRequests float64
+	// AppliedServerError is the rate of FaultAppliedServerError.
+	AppliedServerError float64
+	// AppliedTimeout is the rate of FaultAppliedTimeout.
+	AppliedTimeout float64
 	// RetryAfterSeconds is the Retry-After of FaultTooManyRequests; zero
 	// means 1, negative is an error.
 	RetryAfterSeconds int
@@ -106,8 +125,12 @@ func (e *FaultOptionsError) Is(target error) bool { return target == ErrInvalidF
 // calls draw from one source in the order they reach it, so a replay is exact
 // only when the calls come in the same order (one reconcile worker).
 //
-// An injected fault replaces the call: the write never reaches the server,
-// as when a real server rejects it before persisting anything.
+// A conflict, server error or 429 replaces the call: the write never reaches
+// the server, as when a real server rejects it before persisting anything.
+// An applied fault (FaultAppliedServerError, FaultAppliedTimeout) sends the
+// write through the wrapped client first and then returns its error instead
+// of the answer; the caller's object is left as the caller passed it, see
+// [Faults.Funcs].
 type Faults struct {
 	opts FaultOptions
 	ops  []Operation
@@ -122,7 +145,10 @@ func NewFaults(opts FaultOptions) (*Faults, error) {
 	rates := []struct {
 		field string
 		rate  float64
-	}{{"Conflict", opts.Conflict}, {"ServerError", opts.ServerError}, {"TooManyRequests", opts.TooManyRequests}}
+	}{
+		{"Conflict", opts.Conflict}, {"ServerError", opts.ServerError}, {"TooManyRequests", opts.TooManyRequests},
+		{"AppliedServerError", opts.AppliedServerError}, {"AppliedTimeout", opts.AppliedTimeout},
+	}
 	sum := 0.0
 	for _, r := range rates {
 		if math.IsNaN(r.rate) || r.rate < 0 || r.rate > 1 {
@@ -131,7 +157,7 @@ func NewFaults(opts FaultOptions) (*Faults, error) {
 		sum += r.rate
 	}
 	if sum > 1 {
-		return nil, &FaultOptionsError{Field: "Conflict+ServerError+TooManyRequests", Value: sum, Reason: "the rates must sum to at most 1"}
+		return nil, &FaultOptionsError{Field: "Conflict+ServerError+TooManyRequests+AppliedServerError+AppliedTimeout", Value: sum, Reason: "the rates must sum to at most 1"}
 	}
 	if opts.RetryAfterSeconds < 0 {
 		return nil, &FaultOptionsError{Field: "RetryAfterSeconds", Value: opts.RetryAfterSeconds, Reason: "must not be negative"}
@@ -168,7 +194,9 @@ type FaultCounts struct {
 	// Calls counts the calls that could have failed (in Operations and
 	// accepted by Match), failed or not.
 	Calls map[Operation]int
-	// Injected counts the faults injected.
+	// Injected counts the faults injected. An applied fault counts once the
+	// server applied its write; one whose write the server refused is not
+	// injected, the caller got the server's own error.
 	Injected map[Injection]int
 }
 
@@ -207,37 +235,105 @@ func (f *Faults) draw(op Operation, obj client.Object) (Fault, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.counts.Calls[op]++
-	u := f.rng.Float64()
-	var fault Fault
-	switch {
-	case u < f.opts.Conflict:
-		fault = FaultConflict
-	case u < f.opts.Conflict+f.opts.ServerError:
-		fault = FaultServerError
-	case u < f.opts.Conflict+f.opts.ServerError+f.opts.TooManyRequests:
-		fault = FaultTooManyRequests
-	default:
-		return "", false
+	u, sum := f.rng.Float64(), 0.0
+	for _, r := range []struct {
+		fault Fault
+		rate  float64
+	}{
+		{FaultConflict, f.opts.Conflict},
+		{FaultServerError, f.opts.ServerError},
+		{FaultTooManyRequests, f.opts.TooManyRequests},
+		{FaultAppliedServerError, f.opts.AppliedServerError},
+		{FaultAppliedTimeout, f.opts.AppliedTimeout},
+	} {
+		if sum += r.rate; u < sum {
+			if !applied(r.fault) {
+				f.counts.Injected[Injection{Fault: r.fault, Operation: op}]++
+			}
+			return r.fault, true
+		}
 	}
-	f.counts.Injected[Injection{Fault: fault, Operation: op}]++
-	return fault, true
+	return "", false
 }
 
-// inject returns the error for a failing call, or nil to let it pass.
-func (f *Faults) inject(c client.Client, op Operation, obj client.Object) error {
+// applied reports whether fault lets the write through before failing it.
+func applied(fault Fault) bool {
+	return fault == FaultAppliedServerError || fault == FaultAppliedTimeout
+}
+
+// count records an applied fault, once its write was applied.
+func (f *Faults) count(fault Fault, op Operation) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.counts.Injected[Injection{Fault: fault, Operation: op}]++
+}
+
+// call runs one write that may fail: send performs it through the wrapped
+// client, decoding the answer into the object it is given.
+//
+// An applied fault sends a deep copy of obj, so the answer lands in the copy
+// and obj keeps what the caller passed, old resourceVersion included: a real
+// client that times out, or gets a 500, decodes nothing into it either. If
+// the server refuses the write, its own error is returned and nothing is
+// injected: nothing was applied, so nothing is ambiguous.
+func (f *Faults) call(c client.Client, op Operation, obj client.Object, send func(client.Object) error) error {
 	fault, ok := f.draw(op, obj)
 	if !ok {
-		return nil
+		return send(obj)
 	}
+	if !applied(fault) {
+		return f.fail(c, fault, op, obj)
+	}
+	sent, err := objcopy.DeepCopy(obj)
+	if err != nil {
+		return fmt.Errorf("racetest: %s on %s: %w", fault, op, err)
+	}
+	if err := send(sent); err != nil {
+		return err
+	}
+	f.count(fault, op)
+	return f.fail(c, fault, op, obj)
+}
+
+// fail returns the error the client sees for fault.
+func (f *Faults) fail(c client.Client, fault Fault, op Operation, obj client.Object) error {
+	msg := fmt.Sprintf("racetest: injected %s on %s", fault, op)
 	switch fault {
 	case FaultConflict:
-		return apierrors.NewConflict(groupResource(c, obj), obj.GetName(),
-			fmt.Errorf("racetest: injected %s on %s", fault, op))
-	case FaultServerError:
-		return apierrors.NewInternalError(fmt.Errorf("racetest: injected %s on %s", fault, op))
+		return apierrors.NewConflict(groupResource(c, obj), obj.GetName(), errors.New(msg))
+	case FaultServerError, FaultAppliedServerError:
+		return apierrors.NewInternalError(errors.New(msg))
+	case FaultAppliedTimeout:
+		method := http.MethodPatch
+		if op == OpUpdate || op == OpStatusUpdate {
+			method = http.MethodPut
+		}
+		return &url.Error{Op: method[:1] + strings.ToLower(method[1:]), URL: requestPath(c, obj, op), Err: context.DeadlineExceeded}
 	default:
-		return apierrors.NewTooManyRequests(fmt.Sprintf("racetest: injected %s on %s", fault, op), f.opts.RetryAfterSeconds)
+		return apierrors.NewTooManyRequests(msg, f.opts.RetryAfterSeconds)
 	}
+}
+
+// requestPath is the path a client would have sent op on obj to, for the
+// message of a timeout; parts the client's RESTMapper does not know are left
+// out.
+func requestPath(c client.Client, obj client.Object, op Operation) string {
+	var b strings.Builder
+	if gvk, err := c.GroupVersionKindFor(obj); err == nil {
+		if gvk.Group == "" {
+			b.WriteString("/api/" + gvk.Version)
+		} else {
+			b.WriteString("/apis/" + gvk.Group + "/" + gvk.Version)
+		}
+	}
+	if ns := obj.GetNamespace(); ns != "" {
+		b.WriteString("/namespaces/" + ns)
+	}
+	b.WriteString("/" + groupResource(c, obj).Resource + "/" + obj.GetName())
+	if op == OpStatusUpdate || op == OpStatusPatch {
+		b.WriteString("/status")
+	}
+	return b.String()
 }
 
 // groupResource names obj's resource the way a server's conflict does. A kind
@@ -259,35 +355,35 @@ func groupResource(c client.Client, obj client.Object) schema.GroupResource {
 
 // Funcs returns the interceptor functions that inject the faults. Only
 // Update, Patch and the status subresource's Update and Patch are set.
+//
+// After an applied fault the write is on the server, and obj is as the
+// caller passed it: neither the server's answer nor its new resourceVersion
+// is written into it.
 func (f *Faults) Funcs() interceptor.Funcs {
 	return interceptor.Funcs{
 		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
-			if err := f.inject(c, OpUpdate, obj); err != nil {
-				return err
-			}
-			return c.Update(ctx, obj, opts...)
+			return f.call(c, OpUpdate, obj, func(obj client.Object) error {
+				return c.Update(ctx, obj, opts...)
+			})
 		},
 		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
-			if err := f.inject(c, OpPatch, obj); err != nil {
-				return err
-			}
-			return c.Patch(ctx, obj, patch, opts...)
+			return f.call(c, OpPatch, obj, func(obj client.Object) error {
+				return c.Patch(ctx, obj, patch, opts...)
+			})
 		},
 		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
-			if sub == "status" {
-				if err := f.inject(c, OpStatusUpdate, obj); err != nil {
-					return err
-				}
+			send := func(obj client.Object) error { return c.SubResource(sub).Update(ctx, obj, opts...) }
+			if sub != "status" {
+				return send(obj)
 			}
-			return c.SubResource(sub).Update(ctx, obj, opts...)
+			return f.call(c, OpStatusUpdate, obj, send)
 		},
 		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
-			if sub == "status" {
-				if err := f.inject(c, OpStatusPatch, obj); err != nil {
-					return err
-				}
+			send := func(obj client.Object) error { return c.SubResource(sub).Patch(ctx, obj, patch, opts...) }
+			if sub != "status" {
+				return send(obj)
 			}
-			return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+			return f.call(c, OpStatusPatch, obj, send)
 		},
 	}
 }

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"math"
+	"net/url"
 	"slices"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -48,16 +50,20 @@ func within3Sigma(got, n int, p float64) bool {
 func TestFaultRatesAndCounts(t *testing.T) {
 	const n = 10000
 	rates := map[racetest.Fault]float64{
-		racetest.FaultConflict:        0.1,
-		racetest.FaultServerError:     0.05,
-		racetest.FaultTooManyRequests: 0.02,
+		racetest.FaultConflict:           0.1,
+		racetest.FaultServerError:        0.05,
+		racetest.FaultTooManyRequests:    0.02,
+		racetest.FaultAppliedServerError: 0.04,
+		racetest.FaultAppliedTimeout:     0.03,
 	}
 	f, err := racetest.NewFaults(racetest.FaultOptions{
-		Seed:              7,
-		Conflict:          rates[racetest.FaultConflict],
-		ServerError:       rates[racetest.FaultServerError],
-		TooManyRequests:   rates[racetest.FaultTooManyRequests],
-		RetryAfterSeconds: 3,
+		Seed:               7,
+		Conflict:           rates[racetest.FaultConflict],
+		ServerError:        rates[racetest.FaultServerError],
+		TooManyRequests:    rates[racetest.FaultTooManyRequests],
+		AppliedServerError: rates[racetest.FaultAppliedServerError],
+		AppliedTimeout:     rates[racetest.FaultAppliedTimeout],
+		RetryAfterSeconds:  3,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -67,9 +73,14 @@ func TestFaultRatesAndCounts(t *testing.T) {
 
 	seen := map[racetest.Fault]int{}
 	for range n {
+		before := reached
 		err := c.Status().Patch(t.Context(), testPod(), emptyPatch)
 		switch {
 		case err == nil:
+		case errors.Is(err, context.DeadlineExceeded):
+			seen[racetest.FaultAppliedTimeout]++
+		case apierrors.IsInternalError(err) && reached > before:
+			seen[racetest.FaultAppliedServerError]++
 		case apierrors.IsConflict(err):
 			seen[racetest.FaultConflict]++
 		case apierrors.IsInternalError(err):
@@ -99,8 +110,10 @@ func TestFaultRatesAndCounts(t *testing.T) {
 	if counts.Calls[racetest.OpStatusPatch] != n {
 		t.Errorf("Calls[status patch] = %d, want %d", counts.Calls[racetest.OpStatusPatch], n)
 	}
-	if reached != n-counts.Total() {
-		t.Errorf("%d patches reached the client, want %d calls - %d faults", reached, n, counts.Total())
+	applied := counts.Of(racetest.FaultAppliedServerError) + counts.Of(racetest.FaultAppliedTimeout)
+	if reached != n-counts.Total()+applied {
+		t.Errorf("%d patches reached the client, want %d calls - %d faults + %d applied ones",
+			reached, n, counts.Total(), applied)
 	}
 }
 
@@ -187,6 +200,69 @@ func TestNewFaultsRejectsInvalidOptions(t *testing.T) {
 			var optsErr *racetest.FaultOptionsError
 			if f != nil || !errors.Is(err, racetest.ErrInvalidFaultOptions) || !errors.As(err, &optsErr) {
 				t.Fatalf("NewFaults(%+v) = %v, %v; want nil and a *FaultOptionsError", opts, f, err)
+			}
+		})
+	}
+}
+
+// TestAppliedFaultsWriteAndFail proves an applied fault is ambiguous: the
+// server has the write, the caller has an error and its own object back as
+// it passed it.
+func TestAppliedFaultsWriteAndFail(t *testing.T) {
+	for _, tc := range []struct {
+		fault racetest.Fault
+		opts  racetest.FaultOptions
+		is    func(error) bool
+	}{
+		{racetest.FaultAppliedServerError, racetest.FaultOptions{AppliedServerError: 1}, apierrors.IsInternalError},
+		{racetest.FaultAppliedTimeout, racetest.FaultOptions{AppliedTimeout: 1}, func(err error) bool {
+			var u *url.Error
+			return errors.Is(err, context.DeadlineExceeded) && errors.As(err, &u) && u.Op == "Patch" &&
+				u.URL == "/api/v1/namespaces/default/pods/p/status"
+		}},
+	} {
+		t.Run(string(tc.fault), func(t *testing.T) {
+			f, err := racetest.NewFaults(tc.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			base := fake.NewClientBuilder().WithObjects(testPod()).WithStatusSubresource(&corev1.Pod{}).Build()
+			c := interceptor.NewClient(base, f.Funcs())
+			var pod corev1.Pod
+			if err := c.Get(t.Context(), client.ObjectKeyFromObject(testPod()), &pod); err != nil {
+				t.Fatal(err)
+			}
+			sent := pod.DeepCopy()
+			sent.Status.Message = "written"
+			callers := sent.DeepCopy()
+			err = c.Status().Patch(t.Context(), callers, client.MergeFrom(&pod))
+			if !tc.is(err) {
+				t.Fatalf("status patch = %v, want the %s error", err, tc.fault)
+			}
+			if diff := cmp.Diff(sent, callers); diff != "" {
+				t.Errorf("the caller's object changed (-sent +after):\n%s", diff)
+			}
+			var live corev1.Pod
+			if err := base.Get(t.Context(), client.ObjectKeyFromObject(&pod), &live); err != nil {
+				t.Fatal(err)
+			}
+			if live.Status.Message != "written" || live.ResourceVersion == pod.ResourceVersion {
+				t.Errorf("server holds message %q at resourceVersion %s, want the write applied past %s",
+					live.Status.Message, live.ResourceVersion, pod.ResourceVersion)
+			}
+			if got := f.Injected().Of(tc.fault); got != 1 {
+				t.Errorf("Injected().Of(%s) = %d, want 1", tc.fault, got)
+			}
+
+			// A write the server refuses is not ambiguous: its own error,
+			// nothing injected.
+			stale := sent.DeepCopy()
+			stale.Status.Message = "stale"
+			if err := c.Status().Update(t.Context(), stale); !apierrors.IsConflict(err) {
+				t.Fatalf("update at a stale resourceVersion = %v, want the server's conflict", err)
+			}
+			if got := f.Injected().Of(tc.fault); got != 1 {
+				t.Errorf("after a refused write Injected().Of(%s) = %d, want still 1", tc.fault, got)
 			}
 		})
 	}

@@ -36,6 +36,12 @@ type LagOptions struct {
 	// Clock is the source of time for release deadlines; nil means the real
 	// clock. Tests of the lag itself inject a fake clock here.
 	Clock clock.Clock
+
+	// WatchFaults, if set, also breaks the watches, between the server and
+	// the lag: a stream ends, or a resumption is answered 410 Gone, when the
+	// server side of the lag reaches that point, and the client learns of it
+	// Delay later, as it learns of every event.
+	WatchFaults *WatchFaults
 }
 
 // WithWatchLag returns a copy of cfg whose watch responses reach the client
@@ -55,6 +61,9 @@ func WithWatchLag(cfg *rest.Config, opts LagOptions) *rest.Config {
 	lagged := rest.CopyConfig(cfg)
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
+	}
+	if opts.WatchFaults != nil {
+		lagged.Wrap(opts.WatchFaults.wrap)
 	}
 	lagged.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return &lagTransport{next: rt, opts: opts}

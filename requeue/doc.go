@@ -35,20 +35,25 @@
 //     nil interval becomes [DefaultInterval]; a zero or negative stale delay
 //     becomes [DefaultStaleAfter]. A configuration that says 0 cannot turn a
 //     requeue into "never".
+//
 //   - Live: an Interval is a function read at the moment a result is built,
 //     so an interval changed in a hot-reloaded configuration applies to the
 //     next reconcile, without a restart.
+//
 //   - Bounded jitter: [Jitter] spreads requeues over [d, d·(1+maxFactor)) and
 //     never below the interval it jitters, for any maxFactor (+Inf, NaN and
 //     negative included) and any draw; a zero, negative or NaN maxFactor or
 //     draw adds nothing, and a delay beyond the largest time.Duration is
 //     capped there. Its random source can be injected.
+//
 //   - Quiet on stale reads: [OnStale] turns an expectations.ErrStale into a
 //     short RequeueAfter with a nil error, so the rate limiter does not back
 //     off and the log shows no error for what is an expected, transient state.
+//
 //   - Terminal unwraps: [Terminal] wraps reconcile.TerminalError, so
 //     errors.Is, errors.As and apierrors.IsX still see the cause. A nil
 //     error becomes a terminal [ErrNilTerminal], never a success.
+//
 //   - Floor: [Floor] wraps any reconciler. An empty result with no error for
 //     a request that its Settled function reports unsettled is replaced by a
 //     requeue after the Interval, logged through the context's logger and
