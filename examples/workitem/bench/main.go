@@ -41,7 +41,9 @@ func main() {
 	items := flag.String("items", "100,1000", "comma-separated item counts")
 	lags := flag.String("lags", "0,100ms,500ms", "comma-separated watch lags")
 	kinds := flag.String("controllers", "all", "comma-separated controllers, or all")
-	timeout := flag.Duration("timeout", 30*time.Second, "how long a burst may take before items count as stuck")
+	timeout := flag.Duration("timeout", 30*time.Second, "burst deadline: how long after the first delete items count as stuck")
+	setupTimeout := flag.Duration("setup-timeout", 0, "limit for the create flow; 0: computed per cell from items and lag (scenario.SetupDeadline)")
+	calItems := flag.Int("calibrate-items", 1000, "items each capacity calibration pass writes; 0: no calibration")
 	concurrency := flag.Int("concurrency", 4, "MaxConcurrentReconciles, the same for every controller")
 	uninstall := flag.Duration("uninstall", 0, "simulated uninstall time")
 	out := flag.String("out", "out", "folder for bench-e2e.csv and bench-e2e.md")
@@ -98,13 +100,21 @@ func main() {
 			ks = append(ks, scenario.Kind(strings.TrimSpace(k)))
 		}
 	}
+	var capacity scenario.Capacity
+	if *calItems > 0 {
+		fmt.Fprintf(os.Stderr, "calibrating: %d writers, %d items\n", *concurrency, *calItems)
+		if capacity, err = scenario.Calibrate(ctx, cfg, scenario.CalibrateOptions{Writers: *concurrency, Items: *calItems}); err != nil {
+			fail(fmt.Errorf("calibrate: %w", err))
+		}
+		writeCapacity(os.Stdout, capacity)
+	}
 	var reps []scenario.Report
 	for _, n := range splitInts(*items) {
 		for _, lag := range splitDurations(*lags) {
 			for _, k := range ks {
 				fmt.Fprintf(os.Stderr, "%s: %d items, lag %s\n", k, n, lag)
 				rep, err := scenario.Run(ctx, cfg, k, scenario.Options{
-					Items: n, Lag: lag, Timeout: *timeout, MaxConcurrentReconciles: *concurrency,
+					Items: n, Lag: lag, Timeout: *timeout, SetupTimeout: *setupTimeout, MaxConcurrentReconciles: *concurrency,
 					UninstallDuration: *uninstall, Progress: os.Stderr,
 				})
 				if err != nil {
@@ -125,13 +135,20 @@ func main() {
 		fail(err)
 	}
 	defer md.Close()
-	writeMarkdown(io.MultiWriter(os.Stdout, md), reps)
+	mw := io.MultiWriter(os.Stdout, md)
+	if *calItems > 0 {
+		writeCapacity(md, capacity)
+	}
+	fmt.Fprintf(mw, "burst deadline %s; setup deadline %s\n\n", *timeout, setupNote(*setupTimeout))
+	writeMarkdown(mw, reps, capacity)
+	fmt.Fprintln(mw)
+	writeGoals(mw, reps, capacity, 1000, 500*time.Millisecond)
 	f, err := os.Create(filepath.Join(*out, "bench-e2e.csv"))
 	if err != nil {
 		fail(err)
 	}
 	defer f.Close()
-	if err := writeCSV(f, reps); err != nil {
+	if err := writeCSV(f, reps, capacity); err != nil {
 		fail(err)
 	}
 	fmt.Fprintf(os.Stderr, "wrote %s and %s\n", md.Name(), f.Name())
@@ -139,36 +156,124 @@ func main() {
 
 var verbs = []string{"get", "list", "watch", "patch", "update"}
 
-func writeMarkdown(w io.Writer, reps []scenario.Report) {
-	fmt.Fprintln(w, "| controller | items | lag | stuck | dup children | children left | dup uninstalls | p50 | p99 | max | items/s | get/item | patch/item | update/item | reconciles/item |")
-	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+// minWrites is the fewest WorkItem writes the delete flow can make per item:
+// Deleting (with the DryRun condition) through the status subresource before
+// the uninstall starts, then the finalizer through the object, which a
+// status write cannot change.
+const minWrites = 2
+
+func writeCapacity(w io.Writer, c scenario.Capacity) {
+	fmt.Fprintf(w, "capacity, %d writers, no client-side rate limit, %d pre-created WorkItems each:\n", c.Writers, c.Items)
+	fmt.Fprintf(w, "- status merge patches: %.0f writes/s (%d in %s)\n", c.Status, c.Items, c.StatusElapsed.Round(time.Millisecond))
+	fmt.Fprintf(w, "- finalizer releases of deleting items: %.0f writes/s (%d in %s)\n", c.Release, c.Items, c.ReleaseElapsed.Round(time.Millisecond))
+	fmt.Fprintf(w, "- a %d-write delete flow (one of each) at that capacity: %.1f items/s\n\n", minWrites, c.MinimalFlowItems())
+}
+
+func setupNote(d time.Duration) string {
+	if d > 0 {
+		return d.String()
+	}
+	return "per cell, column setup (scenario.SetupDeadline)"
+}
+
+func writeMarkdown(w io.Writer, reps []scenario.Report, c scenario.Capacity) {
+	fmt.Fprintln(w, "| controller | items | lag | setup (deadline) | stuck | last gone | dup children | children left | dup uninstalls | p50 | p99 | max | items/s |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, r := range reps {
 		if r.Error != "" {
-			fmt.Fprintf(w, "| %s | %d | %s | run failed: %s ||||||||||||\n", r.Controller, r.Items, r.Lag, r.Error)
+			fmt.Fprintf(w, "| %s | %d | %s | - (%s) | run failed: %s |||||||||\n", r.Controller, r.Items, r.Lag, secs(r.SetupDeadline), r.Error)
 			continue
 		}
-		fmt.Fprintf(w, "| %s | %d | %s | %d | %d | %d | %d | %s | %s | %s | %.1f | %.2f | %.2f | %.2f | %.2f |\n",
-			r.Controller, r.Items, r.Lag, r.Stuck, r.DuplicateChildren, r.LeftChildren, r.DuplicateUninstalls, ms(r.P50), ms(r.P99), ms(r.Max), r.Throughput(),
-			r.RequestsPerItem("get"), r.RequestsPerItem("patch"), r.RequestsPerItem("update"),
-			float64(r.Reconciles)/float64(max(r.Items, 1)))
+		fmt.Fprintf(w, "| %s | %d | %s | %s (%s) | %d | %s | %d | %d | %d | %s | %s | %s | %.1f |\n",
+			r.Controller, r.Items, r.Lag, secs(r.Setup), secs(r.SetupDeadline), r.Stuck, secs(r.LastGone),
+			r.DuplicateChildren, r.LeftChildren, r.DuplicateUninstalls, ms(r.P50), ms(r.P99), ms(r.Max), r.Throughput())
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| controller | items | lag | writes/item | writes/s | of capacity | child requests/item | round trips/item | mean round trip | worker time/item | workers busy | reconciles/item | waited reads (p50, max) |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for _, r := range reps {
+		if r.Error != "" {
+			continue
+		}
+		n := float64(max(r.Items, 1))
+		child := 0
+		for _, v := range r.ChildRequests {
+			child += v
+		}
+		waited := "0"
+		if r.Waited > 0 {
+			waited = fmt.Sprintf("%d of %d (%s, %s)", r.Waited, r.Reads, ms(r.WaitP50), ms(r.WaitMax))
+		}
+		fmt.Fprintf(w, "| %s | %d | %s | %.2f | %.0f | %.0f%% | %.2f | %.2f | %.1fms | %.1fms | %.0f%% | %.2f | %s |\n",
+			r.Controller, r.Items, r.Lag, float64(r.Writes())/n, r.WritesPerSecond(),
+			100*c.Fraction(r.StatusWrites, r.ObjectWrites, r.Elapsed), float64(child)/n,
+			float64(r.RoundTrips)/n, float64(r.MeanRoundTrip().Microseconds())/1000,
+			float64(r.ReconcileTime.Microseconds())/1000/n, 100*r.WorkersBusy(),
+			float64(r.Reconciles)/n, waited)
 	}
 }
 
-func writeCSV(w io.Writer, reps []scenario.Report) error {
+// writeGoals checks issue 13's goals for one cell against the same run.
+func writeGoals(w io.Writer, reps []scenario.Report, c scenario.Capacity, items int, lag time.Duration) {
+	cell := map[scenario.Kind]scenario.Report{}
+	for _, r := range reps {
+		if r.Items == items && r.Lag == lag {
+			cell[r.Controller] = r
+		}
+	}
+	rs, ok := cell[scenario.Racesafe]
+	if !ok {
+		return
+	}
+	fmt.Fprintf(w, "goals, %d items, lag %s:\n", items, lag)
+	if rs.Error != "" {
+		fmt.Fprintf(w, "- racesafe did not finish: %s\n", rs.Error)
+		return
+	}
+	fmt.Fprintf(w, "- racesafe stuck: %d (goal 0)\n", rs.Stuck)
+	for _, g := range []struct {
+		k    scenario.Kind
+		want float64
+	}{{scenario.NaiveFix2, 1.4}, {scenario.NaiveRYW, 5}} {
+		o, ok := cell[g.k]
+		switch {
+		case !ok:
+		case o.Error != "":
+			fmt.Fprintf(w, "- items/s against %s: no ratio, %s did not finish: %s\n", g.k, g.k, o.Error)
+		case o.Throughput() == 0:
+			fmt.Fprintf(w, "- items/s against %s: no ratio, %s deleted nothing\n", g.k, g.k)
+		default:
+			fmt.Fprintf(w, "- items/s against %s: %.1f / %.1f = %.2fx (goal at least %.1fx)\n",
+				g.k, rs.Throughput(), o.Throughput(), rs.Throughput()/o.Throughput(), g.want)
+		}
+	}
+	fmt.Fprintf(w, "- racesafe writes/item: %.2f (minimum %d)\n", float64(rs.Writes())/float64(max(rs.Items, 1)), minWrites)
+	fmt.Fprintf(w, "- racesafe writes/s: %.0f, %.0f%% of the calibrated capacity for its mix; %.1f items/s against %.1f items/s for a %d-write flow at capacity\n",
+		rs.WritesPerSecond(), 100*c.Fraction(rs.StatusWrites, rs.ObjectWrites, rs.Elapsed), rs.Throughput(), c.MinimalFlowItems(), minWrites)
+}
+
+func writeCSV(w io.Writer, reps []scenario.Report, c scenario.Capacity) error {
 	cw := csv.NewWriter(w)
-	head := []string{"controller", "items", "lag_ms", "deleted", "stuck", "duplicate_children", "left_children", "duplicate_uninstalls", "p50_ms", "p99_ms", "max_ms", "items_per_s", "reconciles"}
+	head := []string{"controller", "items", "lag_ms", "error", "setup_ms", "setup_deadline_ms", "burst_deadline_ms", "deleted", "stuck", "last_gone_ms",
+		"duplicate_children", "left_children", "duplicate_uninstalls", "p50_ms", "p99_ms", "max_ms", "items_per_s", "reconciles",
+		"status_writes", "object_writes", "writes_per_s", "capacity_fraction", "reads", "waited_reads", "wait_p50_ms", "wait_max_ms",
+		"round_trips", "round_trip_ms", "reconcile_ms", "workers_busy"}
 	for _, v := range verbs {
 		head = append(head, v+"_requests")
 	}
 	if err := cw.Write(head); err != nil {
 		return err
 	}
+	msf := func(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
 	for _, r := range reps {
-		row := []string{string(r.Controller), strconv.Itoa(r.Items), strconv.FormatInt(r.Lag.Milliseconds(), 10),
-			strconv.Itoa(r.Deleted), strconv.Itoa(r.Stuck), strconv.Itoa(r.DuplicateChildren), strconv.Itoa(r.LeftChildren),
-			strconv.Itoa(r.DuplicateUninstalls), strconv.FormatInt(r.P50.Milliseconds(), 10),
-			strconv.FormatInt(r.P99.Milliseconds(), 10), strconv.FormatInt(r.Max.Milliseconds(), 10),
-			strconv.FormatFloat(r.Throughput(), 'f', 2, 64), strconv.Itoa(r.Reconciles)}
+		row := []string{string(r.Controller), strconv.Itoa(r.Items), msf(r.Lag), r.Error, msf(r.Setup), msf(r.SetupDeadline), msf(r.BurstDeadline),
+			strconv.Itoa(r.Deleted), strconv.Itoa(r.Stuck), msf(r.LastGone), strconv.Itoa(r.DuplicateChildren), strconv.Itoa(r.LeftChildren),
+			strconv.Itoa(r.DuplicateUninstalls), msf(r.P50), msf(r.P99), msf(r.Max),
+			strconv.FormatFloat(r.Throughput(), 'f', 2, 64), strconv.Itoa(r.Reconciles),
+			strconv.Itoa(r.StatusWrites), strconv.Itoa(r.ObjectWrites), strconv.FormatFloat(r.WritesPerSecond(), 'f', 1, 64),
+			strconv.FormatFloat(c.Fraction(r.StatusWrites, r.ObjectWrites, r.Elapsed), 'f', 3, 64),
+			strconv.Itoa(r.Reads), strconv.Itoa(r.Waited), msf(r.WaitP50), msf(r.WaitMax),
+			strconv.Itoa(r.RoundTrips), msf(r.RoundTripTime), msf(r.ReconcileTime), strconv.FormatFloat(r.WorkersBusy(), 'f', 3, 64)}
 		for _, v := range verbs {
 			row = append(row, strconv.Itoa(r.Requests[v]))
 		}
@@ -178,6 +283,13 @@ func writeCSV(w io.Writer, reps []scenario.Report) error {
 	}
 	cw.Flush()
 	return cw.Error()
+}
+
+func secs(d time.Duration) string {
+	if d == 0 {
+		return "-"
+	}
+	return strconv.FormatFloat(d.Seconds(), 'f', 1, 64) + "s"
 }
 
 func ms(d time.Duration) string {

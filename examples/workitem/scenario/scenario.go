@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"slices"
 	"sort"
 	"sync"
@@ -73,6 +74,9 @@ type Options struct {
 	Lag     time.Duration // watch lag of the controller's informer
 	Jitter  func() time.Duration
 	Timeout time.Duration // how long deletion may take before items count as stuck; default 60s
+	// SetupTimeout, when above 0, replaces SetupDeadline's computed limit
+	// for the create flow.
+	SetupTimeout time.Duration
 	// MaxConcurrentReconciles is the same for every controller; default 4.
 	MaxConcurrentReconciles int
 	// UninstallDuration is how long the simulated uninstall takes.
@@ -103,8 +107,15 @@ type Report struct {
 	Controller Kind
 	Items      int
 	Lag        time.Duration
+	Workers    int // MaxConcurrentReconciles
 	Deleted    int // items gone before the deadline
 	Stuck      int // items still present at the deadline
+	// Setup is how long the create flow took, first create to every item
+	// Failed; SetupDeadline the limit it had.
+	Setup, SetupDeadline time.Duration
+	// BurstDeadline is how long after the first delete the run stopped
+	// waiting (Options.Timeout); LastGone when the last removal was seen.
+	BurstDeadline, LastGone time.Duration
 	// StuckWithFinalizer counts stuck items still holding the finalizer.
 	StuckWithFinalizer int
 	// DuplicateChildren counts children created beyond one per item over the
@@ -124,6 +135,22 @@ type Report struct {
 	Requests      map[string]int
 	ChildRequests map[string]int
 	Reconciles    int // reconciles during the delete burst
+	// ReconcileTime is the time the controller's workers spent in Reconcile
+	// during the burst (controller-runtime's reconcile_time_seconds sum).
+	ReconcileTime time.Duration
+	// RoundTrips and RoundTripTime are the controller's API requests of the
+	// burst (watches excepted, every resource) and the time they took.
+	RoundTrips    int
+	RoundTripTime time.Duration
+	// StatusWrites and ObjectWrites split the WorkItem writes of the burst
+	// into those of the status subresource and those of the object itself
+	// (finalizer removal).
+	StatusWrites, ObjectWrites int
+	// Reads are the controller's WorkItem Gets through its manager's client
+	// during the burst; Waited those that took at least WaitThreshold (a
+	// cache Get takes microseconds), WaitP50 and WaitMax over them.
+	Reads, Waited    int
+	WaitP50, WaitMax time.Duration
 	// Error, set by callers that keep going, says why a run did not finish.
 	Error string
 }
@@ -151,6 +178,36 @@ func (r Report) WritesPerItem() float64 {
 		r.RequestsPerItem("create") + r.RequestsPerItem("delete")
 }
 
+// Writes is the controller's WorkItem writes during the burst.
+func (r Report) Writes() int { return r.StatusWrites + r.ObjectWrites }
+
+// WritesPerSecond is the controller's WorkItem writes per second of the burst.
+func (r Report) WritesPerSecond() float64 {
+	if r.Elapsed <= 0 {
+		return 0
+	}
+	return float64(r.Writes()) / r.Elapsed.Seconds()
+}
+
+// WorkersBusy is the share of the burst the workers spent in Reconcile.
+func (r Report) WorkersBusy() float64 {
+	if r.Elapsed <= 0 || r.Workers <= 0 {
+		return 0
+	}
+	return r.ReconcileTime.Seconds() / (float64(r.Workers) * r.Elapsed.Seconds())
+}
+
+// MeanRoundTrip is the mean time of the controller's requests in the burst.
+func (r Report) MeanRoundTrip() time.Duration {
+	if r.RoundTrips == 0 {
+		return 0
+	}
+	return r.RoundTripTime / time.Duration(r.RoundTrips)
+}
+
+// WaitThreshold is the duration from which a Get counts as having waited.
+const WaitThreshold = 10 * time.Millisecond
+
 // Scheme knows core types and WorkItem.
 func Scheme() *runtime.Scheme {
 	s := runtime.NewScheme()
@@ -172,7 +229,7 @@ func Run(ctx context.Context, cfg *rest.Config, kind Kind, opts Options) (Report
 		return Report{}, fmt.Errorf("%w: %q", ErrUnknownKind, kind)
 	}
 	opts = defaults(opts)
-	rep := Report{Controller: kind, Items: opts.Items, Lag: opts.Lag}
+	rep := Report{Controller: kind, Items: opts.Items, Lag: opts.Lag, Workers: opts.MaxConcurrentReconciles}
 	// client-go's default client-side limit (controller-runtime: 20 QPS)
 	// would set the pace of every controller alike; lift it so the API
 	// server and the controller's own round trips do.
@@ -196,7 +253,10 @@ func Run(ctx context.Context, cfg *rest.Config, kind Kind, opts Options) (Report
 	}
 	defer children.stop()
 
+	reads := &readTimes{}
 	counted, counter := racetest.CountRequests(cfg)
+	trips := &roundTrips{}
+	counted.Wrap(trips.wrap)
 	installer := sim.New(sim.Options{
 		InstallDuration:   opts.InstallDuration,
 		UninstallDuration: opts.UninstallDuration,
@@ -206,7 +266,7 @@ func Run(ctx context.Context, cfg *rest.Config, kind Kind, opts Options) (Report
 	cfgs.Set(settings.Settings{SyncStatusCheckInterval: opts.SyncStatusCheckInterval})
 	name := fmt.Sprintf("workitem-%s-%d", kind, n)
 	start := func() (stop func() error, err error) {
-		return startManager(ctx, counted, scheme, ns, kind, name, opts, installer, cfgs)
+		return startManager(ctx, counted, scheme, ns, kind, name, opts, installer, cfgs, reads)
 	}
 	stop, err := start()
 	if err != nil {
@@ -219,6 +279,9 @@ func Run(ctx context.Context, cfg *rest.Config, kind Kind, opts Options) (Report
 	}()
 
 	// Create the items and let the controller's create flow fail them all.
+	setupStart := time.Now()
+	rep.SetupDeadline = SetupDeadline(opts)
+	rep.BurstDeadline = opts.Timeout
 	pace := time.NewTicker(max(opts.CreateEvery, time.Nanosecond))
 	defer pace.Stop()
 	for i := range opts.Items {
@@ -237,22 +300,8 @@ func Run(ctx context.Context, cfg *rest.Config, kind Kind, opts Options) (Report
 			return rep, fmt.Errorf("create %s: %w", item.Name, err)
 		}
 	}
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, opts.Timeout+time.Duration(opts.Items)*50*time.Millisecond, true,
-		func(ctx context.Context) (bool, error) {
-			var list v1.WorkItemList
-			if err := direct.List(ctx, &list, client.InNamespace(ns)); err != nil {
-				return false, err
-			}
-			failed := 0
-			for _, it := range list.Items {
-				if it.Status.Phase == v1.PhaseFailed && controllerutil.ContainsFinalizer(&it, v1.Finalizer) {
-					failed++
-				}
-			}
-			return failed == opts.Items, nil
-		})
-	if err != nil {
-		return rep, fmt.Errorf("%s: items did not all reach Failed: %w", kind, err)
+	if rep.Setup, err = awaitFailed(ctx, direct, ns, kind, opts, setupStart, rep.SetupDeadline); err != nil {
+		return rep, err
 	}
 
 	// The burst: watch for removals, then delete everything at once.
@@ -268,7 +317,10 @@ func Run(ctx context.Context, cfg *rest.Config, kind Kind, opts Options) (Report
 	}
 	defer func() { w.Stop() }()
 	counter.Reset()
+	reads.reset()
+	trips.reset()
 	reconciles0 := reconcileTotal(name)
+	reconcileTime0 := reconcileSeconds(name)
 	deletedAt := make(map[string]time.Time, opts.Items)
 	var mu sync.Mutex
 	t0 := time.Now()
@@ -327,6 +379,7 @@ loop:
 			gone[item.Name] = now.Sub(deletedAt[item.Name])
 			mu.Unlock()
 			last = now
+			rep.LastGone = now.Sub(t0)
 			if opts.RestartAfter > 0 && !restarted && len(gone) >= opts.RestartAfter {
 				restarted = true
 				if err := stop(); err != nil {
@@ -350,7 +403,21 @@ loop:
 	rep.Elapsed = last.Sub(t0)
 	rep.Requests = byVerb(counter, "workitems", "workitems/status")
 	rep.ChildRequests = byVerb(counter, "configmaps")
+	for r, n := range counter.Snapshot() {
+		if !slices.Contains([]string{"patch", "update", "create", "delete"}, r.Verb) {
+			continue
+		}
+		switch r.Resource {
+		case "workitems/status":
+			rep.StatusWrites += n
+		case "workitems":
+			rep.ObjectWrites += n
+		}
+	}
+	rep.Reads, rep.Waited, rep.WaitP50, rep.WaitMax = reads.summary()
 	rep.Reconciles = reconcileTotal(name) - reconciles0
+	rep.ReconcileTime = time.Duration((reconcileSeconds(name) - reconcileTime0) * float64(time.Second))
+	rep.RoundTrips, rep.RoundTripTime = trips.total()
 	rep.Deleted = len(gone)
 	rep.Stuck = opts.Items - len(gone)
 	lat := make([]time.Duration, 0, len(gone))
@@ -418,7 +485,7 @@ func defaults(o Options) Options {
 // startManager starts a manager whose cache sees watch events opts.Lag late,
 // while its writes and live reads go straight to the server.
 func startManager(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, ns string, kind Kind, name string,
-	opts Options, installer *sim.Installer, cfgs *settings.Manager) (func() error, error) {
+	opts Options, installer *sim.Installer, cfgs *settings.Manager, reads *readTimes) (func() error, error) {
 	mopts := manager.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
@@ -430,15 +497,30 @@ func startManager(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme,
 	if kind == NaiveRYW {
 		mopts.Client.Cache = &client.CacheOptions{EnableReadYourWritesConsistency: ptr.To(true)}
 	}
+	// Every controller's client times its WorkItem Gets, so the waits of
+	// the read-your-writes client are measured rather than assumed.
+	var faults interceptor.Funcs
 	if opts.Faults != nil {
-		funcs := opts.Faults.Funcs()
-		mopts.NewClient = func(cfg *rest.Config, o client.Options) (client.Client, error) {
-			c, err := client.NewWithWatch(cfg, o)
-			if err != nil {
-				return nil, err
-			}
-			return interceptor.NewClient(c, funcs), nil
+		faults = opts.Faults.Funcs()
+	}
+	mopts.NewClient = func(cfg *rest.Config, o client.Options) (client.Client, error) {
+		c, err := client.NewWithWatch(cfg, o)
+		if err != nil {
+			return nil, err
 		}
+		if opts.Faults != nil {
+			c = interceptor.NewClient(c, faults)
+		}
+		return interceptor.NewClient(c, interceptor.Funcs{
+			Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, o ...client.GetOption) error {
+				t := time.Now()
+				err := c.Get(ctx, key, obj, o...)
+				if _, ok := obj.(*v1.WorkItem); ok {
+					reads.add(time.Since(t))
+				}
+				return err
+			},
+		}), nil
 	}
 	mgr, err := ctrl.NewManager(cfg, mopts)
 	if err != nil {
@@ -499,25 +581,72 @@ func releaseAll(ctx context.Context, c client.Client, ns string) {
 }
 
 func reconcileTotal(name string) int {
+	return int(controllerMetric("controller_runtime_reconcile_total", name))
+}
+
+func reconcileSeconds(name string) float64 {
+	return controllerMetric("controller_runtime_reconcile_time_seconds", name)
+}
+
+// controllerMetric sums a counter's values, or a histogram's sums, over the
+// series of the named controller.
+func controllerMetric(family, name string) float64 {
 	families, err := metrics.Registry.Gather()
 	if err != nil {
 		return 0
 	}
 	total := 0.0
 	for _, f := range families {
-		if f.GetName() != "controller_runtime_reconcile_total" {
+		if f.GetName() != family {
 			continue
 		}
 		for _, m := range f.GetMetric() {
 			for _, l := range m.GetLabel() {
 				if l.GetName() == "controller" && l.GetValue() == name {
-					total += m.GetCounter().GetValue()
+					total += m.GetCounter().GetValue() + m.GetHistogram().GetSampleSum()
 				}
 			}
 		}
 	}
-	return int(total)
+	return total
 }
+
+// roundTrips times the requests a client sends, watches excepted.
+type roundTrips struct {
+	mu sync.Mutex
+	n  int
+	d  time.Duration
+}
+
+func (t *roundTrips) wrap(next http.RoundTripper) http.RoundTripper {
+	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		start := time.Now()
+		resp, err := next.RoundTrip(req)
+		if req.URL.Query().Get("watch") != "true" {
+			t.mu.Lock()
+			t.n++
+			t.d += time.Since(start)
+			t.mu.Unlock()
+		}
+		return resp, err
+	})
+}
+
+func (t *roundTrips) reset() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.n, t.d = 0, 0
+}
+
+func (t *roundTrips) total() (int, time.Duration) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.n, t.d
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 func quantiles(d []time.Duration) (p50, p99, top time.Duration) {
 	if len(d) == 0 {
@@ -529,6 +658,75 @@ func quantiles(d []time.Duration) (p50, p99, top time.Duration) {
 		return d[min(max(i, 0), len(d)-1)]
 	}
 	return at(0.50), at(0.99), d[len(d)-1]
+}
+
+// awaitFailed polls until every item is Failed with the finalizer, and says
+// how far the create flow got when the deadline passes first.
+func awaitFailed(ctx context.Context, c client.Client, ns string, kind Kind, opts Options, start time.Time, deadline time.Duration) (time.Duration, error) {
+	reached, lastAt := -1, time.Duration(0)
+	lastPrint := time.Now()
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, deadline-time.Since(start), true,
+		func(ctx context.Context) (bool, error) {
+			var list v1.WorkItemList
+			if err := c.List(ctx, &list, client.InNamespace(ns)); err != nil {
+				return false, nil // the deadline, not one failed List, ends the wait
+			}
+			failed := 0
+			for _, it := range list.Items {
+				if it.Status.Phase == v1.PhaseFailed && controllerutil.ContainsFinalizer(&it, v1.Finalizer) {
+					failed++
+				}
+			}
+			if failed > reached {
+				reached, lastAt = failed, time.Since(start)
+			}
+			if opts.Progress != nil && time.Since(lastPrint) >= 5*time.Second {
+				lastPrint = time.Now()
+				fmt.Fprintf(opts.Progress, "  %-11s setup %4d/%d Failed after %s\n", kind, failed, opts.Items, time.Since(start).Round(100*time.Millisecond))
+			}
+			return failed == opts.Items, nil
+		})
+	if err != nil {
+		return 0, &SetupError{Controller: kind, Items: opts.Items, Reached: max(reached, 0), LastReachedAt: lastAt, Deadline: deadline, Err: err}
+	}
+	return time.Since(start), nil
+}
+
+// readTimes collects how long Gets took.
+type readTimes struct {
+	mu sync.Mutex
+	d  []time.Duration
+}
+
+// add records d; a nil *readTimes records nothing (the soak does not time reads).
+func (r *readTimes) add(d time.Duration) {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.d = append(r.d, d)
+}
+
+func (r *readTimes) reset() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.d = nil
+}
+
+// summary returns the reads, those that took WaitThreshold or longer, and
+// the median and maximum of those.
+func (r *readTimes) summary() (reads, waited int, p50, top time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var w []time.Duration
+	for _, d := range r.d {
+		if d >= WaitThreshold {
+			w = append(w, d)
+		}
+	}
+	p50, _, top = quantiles(w)
+	return len(r.d), len(w), p50, top
 }
 
 // byVerb sums the requests for the resources (subresources named as

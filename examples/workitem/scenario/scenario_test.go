@@ -6,7 +6,9 @@ import (
 
 	"github.com/go-logr/logr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	v1 "github.com/racesafe/racesafe/examples/workitem/api/v1alpha1"
 	"github.com/racesafe/racesafe/examples/workitem/scenario"
 	"github.com/racesafe/racesafe/internal/testenv"
 	"github.com/racesafe/racesafe/racetest"
@@ -73,4 +75,34 @@ func run(t *testing.T, env *testenv.Env, kind scenario.Kind, opts scenario.Optio
 		kind, rep.Deleted, rep.Items, rep.Stuck, rep.P50, rep.P99, rep.Requests, rep.ChildRequests, rep.Reconciles,
 		rep.DuplicateChildren, rep.LeftChildren, rep.DuplicateUninstalls)
 	return rep
+}
+
+// Calibrate writes every pre-created item once per pass, so both rates are
+// measured over Items writes, and its releases remove every item it made.
+func TestCalibrateTimesEveryWriteAndReleasesEveryItem(t *testing.T) {
+	env := testenv.Start(t, testenv.Options{CRDDirectoryPaths: []string{"../config/crd"}})
+	c, err := scenario.Calibrate(t.Context(), env.Config, scenario.CalibrateOptions{Writers: 2, Items: 20})
+	if err != nil {
+		t.Fatalf("Calibrate: %v", err)
+	}
+	if c.Writers != 2 || c.Items != 20 || c.StatusElapsed <= 0 || c.ReleaseElapsed <= 0 {
+		t.Fatalf("Calibrate = %+v, want 2 writers, 20 items and both passes timed", c)
+	}
+	if got, want := c.Status, 20/c.StatusElapsed.Seconds(); got != want {
+		t.Errorf("Status = %v writes/s, want 20 writes over %s = %v", got, c.StatusElapsed, want)
+	}
+	if got, want := c.Release, 20/c.ReleaseElapsed.Seconds(); got != want {
+		t.Errorf("Release = %v writes/s, want 20 writes over %s = %v", got, c.ReleaseElapsed, want)
+	}
+	cl, err := client.New(env.Config, client.Options{Scheme: scenario.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var left v1.WorkItemList
+	if err := cl.List(t.Context(), &left); err != nil {
+		t.Fatal(err)
+	}
+	if len(left.Items) != 0 {
+		t.Errorf("%d WorkItems left after the calibration, want 0: every release removes its item", len(left.Items))
+	}
 }

@@ -110,7 +110,7 @@ func Soak(ctx context.Context, cfg *rest.Config, o SoakOptions) (SoakReport, err
 	opts := Options{Lag: o.Lag, Jitter: o.Jitter, MaxConcurrentReconciles: o.Concurrency, Faults: faults}
 	opts = defaults(opts)
 	name := fmt.Sprintf("workitem-soak-%d", n)
-	stop, err := startManager(ctx, cfg, scheme, ns, Racesafe, name, opts, installer, cfgs)
+	stop, err := startManager(ctx, cfg, scheme, ns, Racesafe, name, opts, installer, cfgs, nil)
 	if err != nil {
 		return rep, err
 	}
@@ -125,7 +125,7 @@ func Soak(ctx context.Context, cfg *rest.Config, o SoakOptions) (SoakReport, err
 			if err := stop(); err != nil {
 				return rep, fmt.Errorf("stop manager: %w", err)
 			}
-			if stop, err = startManager(ctx, cfg, scheme, ns, Racesafe, name, opts, installer, cfgs); err != nil {
+			if stop, err = startManager(ctx, cfg, scheme, ns, Racesafe, name, opts, installer, cfgs, nil); err != nil {
 				return rep, fmt.Errorf("restart manager: %w", err)
 			}
 			rep.Restarts++
