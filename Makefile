@@ -29,7 +29,7 @@ demo: envtest
 bench:
 	hack/bench.sh
 
-## bench-e2e: the delete burst through five controllers on one control plane.
+## bench-e2e: API capacity calibration, then the delete burst through every controller on one control plane.
 bench-e2e: envtest
 	KUBEBUILDER_ASSETS="$(ASSETS)" $(GO) run ./examples/workitem/bench $(ARGS)
 

@@ -230,7 +230,7 @@ func Run(ctx context.Context, cfg *rest.Config, kind Kind, opts Options) (Report
 	}
 	opts = defaults(opts)
 	rep := Report{Controller: kind, Items: opts.Items, Lag: opts.Lag, Workers: opts.MaxConcurrentReconciles}
-	// client-go's default client-side limit (controller-runtime: 20 QPS)
+	// A client-side rate limit (client-go's default for QPS 0: 5 QPS, burst 10)
 	// would set the pace of every controller alike; lift it so the API
 	// server and the controller's own round trips do.
 	cfg = rest.CopyConfig(cfg)
