@@ -25,28 +25,6 @@ import (
 
 var itemGVK = schema.GroupVersionKind{Group: "test.racesafe.io", Version: "v1", Kind: "Item"}
 
-// itemCRD is a custom resource with a status subresource, like the
-// incident's WorkItem. (A Pod will not do: the API server refuses to move a
-// pod out of its terminal phase Failed.)
-func itemCRD() *apiextensionsv1.CustomResourceDefinition {
-	preserve := true
-	return &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: "items.test.racesafe.io"},
-		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: itemGVK.Group,
-			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "items", Singular: "item", Kind: itemGVK.Kind, ListKind: "ItemList"},
-			Scope: apiextensionsv1.NamespaceScoped,
-			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
-				Name: itemGVK.Version, Served: true, Storage: true,
-				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
-					Type: "object", XPreserveUnknownFields: &preserve,
-				}},
-				Subresources: &apiextensionsv1.CustomResourceSubresources{Status: &apiextensionsv1.CustomResourceSubresourceStatus{}},
-			}},
-		},
-	}
-}
-
 type item = *unstructured.Unstructured
 
 func itemPhase(u item) Phase {
@@ -67,7 +45,7 @@ type apiServer struct {
 
 func startAPIServer(t *testing.T) *apiServer {
 	t.Helper()
-	env := testenv.Start(t, testenv.Options{CRDs: []*apiextensionsv1.CustomResourceDefinition{itemCRD()}})
+	env := testenv.Start(t, testenv.Options{CRDs: []*apiextensionsv1.CustomResourceDefinition{testenv.OpenCRD(itemGVK, "items", true)}})
 	s := &apiServer{}
 	cfg := rest.CopyConfig(env.Config)
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {

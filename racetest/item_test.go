@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -18,25 +17,6 @@ import (
 // incident's WorkItem, served as JSON (built-in kinds are served to
 // controller-runtime as protobuf).
 var itemGVK = schema.GroupVersionKind{Group: "racetest.racesafe.io", Version: "v1", Kind: "Item"}
-
-func itemCRD() *apiextensionsv1.CustomResourceDefinition {
-	preserve := true
-	return &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: "items." + itemGVK.Group},
-		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: itemGVK.Group,
-			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "items", Singular: "item", Kind: itemGVK.Kind, ListKind: "ItemList"},
-			Scope: apiextensionsv1.NamespaceScoped,
-			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
-				Name: itemGVK.Version, Served: true, Storage: true,
-				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
-					Type: "object", XPreserveUnknownFields: &preserve,
-				}},
-				Subresources: &apiextensionsv1.CustomResourceSubresources{Status: &apiextensionsv1.CustomResourceSubresourceStatus{}},
-			}},
-		},
-	}
-}
 
 type item = *unstructured.Unstructured
 

@@ -13,7 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
@@ -105,32 +104,6 @@ func compareRV(t *testing.T, a, b string) int {
 // testGroup holds the custom resources of the integration tests.
 const testGroup = "test.racesafe.io"
 
-// testCRD defines a namespaced kind that keeps any content, with or without a
-// status subresource.
-func testCRD(kind, plural string, status bool) *apiextensionsv1.CustomResourceDefinition {
-	keep := true
-	version := apiextensionsv1.CustomResourceDefinitionVersion{
-		Name: "v1", Served: true, Storage: true,
-		Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
-			Type: "object", XPreserveUnknownFields: &keep,
-		}},
-	}
-	if status {
-		version.Subresources = &apiextensionsv1.CustomResourceSubresources{Status: &apiextensionsv1.CustomResourceSubresourceStatus{}}
-	}
-	return &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: plural + "." + testGroup},
-		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: testGroup,
-			Names: apiextensionsv1.CustomResourceDefinitionNames{
-				Kind: kind, ListKind: kind + "List", Plural: plural, Singular: strings.ToLower(kind),
-			},
-			Scope:    apiextensionsv1.NamespaceScoped,
-			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{version},
-		},
-	}
-}
-
 // createCR creates a custom resource of kind in namespace default.
 func createCR(t testing.TB, c client.Client, kind, name string, finalizers ...string) *unstructured.Unstructured {
 	t.Helper()
@@ -171,8 +144,8 @@ func removeFinalizers[T client.Object](obj T) error {
 
 func TestIntegration(t *testing.T) {
 	env := testenv.Start(t, testenv.Options{CRDs: []*apiextensionsv1.CustomResourceDefinition{
-		testCRD("Widget", "widgets", true),
-		testCRD("Gadget", "gadgets", false),
+		testenv.OpenCRD(schema.GroupVersionKind{Group: testGroup, Version: "v1", Kind: "Widget"}, "widgets", true),
+		testenv.OpenCRD(schema.GroupVersionKind{Group: testGroup, Version: "v1", Kind: "Gadget"}, "gadgets", false),
 	}})
 	cfg, counter := countRequests(env.Config)
 	c := newClient(t, cfg)
