@@ -101,11 +101,13 @@ var ErrNotElected = errors.New("replica was not elected")
 // resourceVersion precondition, so a write decided on an old copy is
 // refused with a conflict and decided again on the live object. The
 // release of the finalizer is one such write, so an item is released at
-// most once. Side effects outside the API server are not covered: if the
-// old leader saw an uninstall done and stopped before its release reached
-// the server, the new leader, finding the item still Deleting, runs the
-// uninstall again; the installer is idempotent per UID, and the report
-// counts it in DuplicateUninstalls rather than hide it.
+// most once. Side effects outside the API server are not covered: a
+// stopping manager cancels the context of the reconciles in flight, so the
+// old leader can see an uninstall done and have its release cancelled
+// before it reaches the server; the new leader, finding the item still
+// Deleting, runs the uninstall again. The installer is idempotent per UID,
+// and the report counts these in DuplicateUninstalls rather than hide
+// them (only items not yet gone at the stop can have one).
 func RunFailover(ctx context.Context, cfg *rest.Config, opts FailoverOptions) (FailoverReport, error) {
 	opts = failoverDefaults(opts)
 	rep := FailoverReport{Items: opts.Items}
