@@ -31,6 +31,7 @@ package reconciler
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -38,6 +39,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -79,6 +81,12 @@ type Reconciler struct {
 	machine   *phase.Machine[*v1.WorkItem, v1.Phase]
 	installer *sim.Installer
 	stale     time.Duration
+
+	// uninstalled remembers, per item, the incarnation whose uninstall
+	// this process saw finish, so that a release that failed (a server
+	// error, an API server down) is retried without asking the installer
+	// again. Kept in memory only: a restarted or new leader asks once more.
+	uninstalled sync.Map // types.NamespacedName -> types.UID
 }
 
 // New builds a Reconciler on the manager's cache, client and API reader.
@@ -164,6 +172,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if apierrors.IsNotFound(err) {
 			// Gone: its children's records go with it.
 			r.owners.Forget(&v1.WorkItem{ObjectMeta: metav1.ObjectMeta{Namespace: req.Namespace, Name: req.Name}})
+			r.uninstalled.Delete(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
 		return requeue.OnStale(err, r.stale)
@@ -257,6 +266,10 @@ func (r *Reconciler) deleting(ctx context.Context, s *phase.Step[*v1.WorkItem, v
 		return phase.Decision{}, err
 	}
 	it := s.Object()
+	key := types.NamespacedName{Namespace: it.Namespace, Name: it.Name}
+	if uid, ok := r.uninstalled.Load(key); ok && uid == it.UID {
+		return release(it), nil
+	}
 	if err := r.uninstallChildren(ctx, it); err != nil {
 		return phase.Decision{}, err
 	}
@@ -267,7 +280,8 @@ func (r *Reconciler) deleting(ctx context.Context, s *phase.Step[*v1.WorkItem, v
 	case !done:
 		return phase.RequeueAfter(wait), nil
 	default:
-		return release(s.Object()), nil
+		r.uninstalled.Store(key, it.UID)
+		return release(it), nil
 	}
 }
 
