@@ -107,7 +107,9 @@ func TestRacesafeSurvivesAPIServerRestart(t *testing.T) {
 	// An uninstall done whose release the stop made fail is run again; the
 	// installer is idempotent per UID. Only items not gone at the stop can
 	// have one.
-	if rep.DuplicateUninstalls > items-rep.GoneAtStop {
-		t.Fatalf("%d duplicate uninstalls, more than the %d items not gone at the stop", rep.DuplicateUninstalls, items-rep.GoneAtStop)
+	// The manager lives through the outage, so it remembers which uninstalls
+	// finished and retries only the release (reconciler.go, uninstalled).
+	if rep.DuplicateUninstalls != 0 {
+		t.Fatalf("%d duplicate uninstalls across the API server restart, want 0", rep.DuplicateUninstalls)
 	}
 }
