@@ -11,6 +11,7 @@ import (
 
 	"github.com/racesafe/racesafe/examples/workitem/scenario"
 	"github.com/racesafe/racesafe/internal/testenv"
+	"github.com/racesafe/racesafe/racetest"
 )
 
 // lockedJitter is a jitter source safe for the lag transport's goroutines.
@@ -85,5 +86,28 @@ func TestRacesafeDeleteFlowIsTwoWritesPerItem(t *testing.T) {
 	}
 	if rep.Requests["patch"] != 2*items || rep.Requests["update"] != 0 {
 		t.Fatalf("racesafe burst requests %v: want %d patches and no update", rep.Requests, 2*items)
+	}
+}
+
+// A release the API server fails (a 500 on the finalizer patch) is retried
+// without asking the installer again: the uninstall that finished runs
+// once, counted by the installer.
+func TestFailedReleaseDoesNotUninstallAgain(t *testing.T) {
+	ctrl.SetLogger(logr.Discard())
+	env := testenv.Start(t, testenv.Options{CRDDirectoryPaths: []string{"../config/crd"}})
+	faults, err := racetest.NewFaults(racetest.FaultOptions{Seed: 7, ServerError: 0.5, Operations: []racetest.Operation{racetest.OpPatch}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const items = 24
+	rep := run(t, env, scenario.Racesafe, scenario.Options{Items: items, Lag: 100 * time.Millisecond, Timeout: 30 * time.Second, Faults: faults})
+	if n := faults.Injected().Of(racetest.FaultServerError); n == 0 {
+		t.Fatal("no server error was injected: the test proves nothing")
+	}
+	if rep.Stuck != 0 || rep.Deleted != items {
+		t.Fatalf("deleted %d of %d, stuck %d", rep.Deleted, items, rep.Stuck)
+	}
+	if rep.DuplicateUninstalls != 0 {
+		t.Fatalf("%d uninstalls ran again after a failed release, want 0", rep.DuplicateUninstalls)
 	}
 }

@@ -28,7 +28,8 @@ type RestartOptions struct {
 	Lag     time.Duration // watch lag of the controller's informers
 	Timeout time.Duration // how long deletion may take; default 90s
 	// StopAfter is how many items are gone when the API server is
-	// stopped; default a third of Items.
+	// stopped: 0 stops it as soon as the deletes are sent; negative or
+	// above Items means a third of Items.
 	StopAfter int
 	// UninstallDuration is how long the simulated uninstall takes, so that
 	// uninstalls are in flight when the API server stops.
@@ -273,7 +274,7 @@ func restartDefaults(o RestartOptions) RestartOptions {
 	if o.Timeout <= 0 {
 		o.Timeout = 90 * time.Second
 	}
-	if o.StopAfter <= 0 || o.StopAfter > o.Items {
+	if o.StopAfter < 0 || o.StopAfter > o.Items {
 		o.StopAfter = max(o.Items/3, 1)
 	}
 	if o.MaxConcurrentReconciles <= 0 {
