@@ -62,9 +62,9 @@ func TestRacesafeSurvivesAPIServerRestart(t *testing.T) {
 
 	const items = 30
 	rep, err := scenario.RunAPIServerRestart(t.Context(), cfg, scenario.RestartOptions{
-		Items:             items,
-		Lag:               200 * time.Millisecond,
-		Timeout:           90 * time.Second,
+		Items:   items,
+		Lag:     200 * time.Millisecond,
+		Timeout: 90 * time.Second,
 		// Stopped as soon as the deletes are sent and killed a second later,
 		// while every uninstall (3 s) is still running: they finish while
 		// the server is down, and every release has to wait for it.
