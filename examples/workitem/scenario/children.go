@@ -12,8 +12,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	v1 "github.com/racesafe/racesafe/examples/workitem/api/v1alpha1"
+	"github.com/racesafe/racesafe/examples/workitem/sim"
 )
 
 // childWatch counts, on the server, every child ever created in a
@@ -181,4 +183,31 @@ func leftChildren(ctx context.Context, c client.Client, ns string) (int, error) 
 		}
 	}
 	return n, nil
+}
+
+// withFinalizer counts the WorkItems of ns still holding the finalizer.
+func withFinalizer(ctx context.Context, c client.Client, ns string) (int, error) {
+	var left v1.WorkItemList
+	if err := c.List(ctx, &left, client.InNamespace(ns)); err != nil {
+		return 0, err
+	}
+	n := 0
+	for i := range left.Items {
+		if controllerutil.ContainsFinalizer(&left.Items[i], v1.Finalizer) {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// duplicateUninstalls counts the uninstalls the installer reported done
+// beyond one per item.
+func duplicateUninstalls(installer *sim.Installer, items []v1.WorkItem) int {
+	n := 0
+	for _, it := range items {
+		if u := installer.Uninstalled(it.UID); u > 1 {
+			n += u - 1
+		}
+	}
+	return n
 }

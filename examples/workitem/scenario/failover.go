@@ -19,7 +19,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -253,20 +252,10 @@ loop:
 		rep.First.Stopped = stoppedAt.Sub(t0)
 	}
 
-	var left v1.WorkItemList
-	if err := direct.List(ctx, &left, client.InNamespace(ns)); err != nil {
+	if rep.StuckWithFinalizer, err = withFinalizer(ctx, direct, ns); err != nil {
 		return rep, err
 	}
-	for _, it := range left.Items {
-		if controllerutil.ContainsFinalizer(&it, v1.Finalizer) {
-			rep.StuckWithFinalizer++
-		}
-	}
-	for _, it := range before.Items {
-		if n := installer.Uninstalled(it.UID); n > 1 {
-			rep.DuplicateUninstalls += n - 1
-		}
-	}
+	rep.DuplicateUninstalls = duplicateUninstalls(installer, before.Items)
 	if err := children.sync(ctx); err != nil {
 		return rep, fmt.Errorf("count children: %w", err)
 	}

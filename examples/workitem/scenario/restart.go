@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	v1 "github.com/racesafe/racesafe/examples/workitem/api/v1alpha1"
 	"github.com/racesafe/racesafe/examples/workitem/settings"
@@ -220,20 +219,10 @@ func RunAPIServerRestart(ctx context.Context, cfg *rest.Config, opts RestartOpti
 		return rep, goneErr
 	}
 
-	var left v1.WorkItemList
-	if err := direct.List(ctx, &left, client.InNamespace(ns)); err != nil {
+	if rep.StuckWithFinalizer, err = withFinalizer(ctx, direct, ns); err != nil {
 		return rep, err
 	}
-	for _, it := range left.Items {
-		if controllerutil.ContainsFinalizer(&it, v1.Finalizer) {
-			rep.StuckWithFinalizer++
-		}
-	}
-	for _, it := range items.Items {
-		if n := installer.Uninstalled(it.UID); n > 1 {
-			rep.DuplicateUninstalls += n - 1
-		}
-	}
+	rep.DuplicateUninstalls = duplicateUninstalls(installer, items.Items)
 	if err := after.sync(ctx); err != nil {
 		return rep, fmt.Errorf("count children: %w", err)
 	}

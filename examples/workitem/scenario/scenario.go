@@ -430,20 +430,10 @@ loop:
 		return rep, fmt.Errorf("stop manager: %w", err)
 	}
 	stop = nil
-	var left v1.WorkItemList
-	if err := direct.List(ctx, &left, client.InNamespace(ns)); err != nil {
+	if rep.StuckWithFinalizer, err = withFinalizer(ctx, direct, ns); err != nil {
 		return rep, err
 	}
-	for _, it := range left.Items {
-		if controllerutil.ContainsFinalizer(&it, v1.Finalizer) {
-			rep.StuckWithFinalizer++
-		}
-	}
-	for _, it := range before.Items {
-		if n := installer.Uninstalled(it.UID); n > 1 {
-			rep.DuplicateUninstalls += n - 1
-		}
-	}
+	rep.DuplicateUninstalls = duplicateUninstalls(installer, before.Items)
 	if err := children.sync(ctx); err != nil {
 		return rep, fmt.Errorf("count children: %w", err)
 	}
