@@ -54,8 +54,8 @@ func expectRead(t *testing.T, got <-chan readResult, want string) {
 		if r.err != nil || r.data != want {
 			t.Fatalf("Read = %q, %v; want %q, nil", r.data, r.err, want)
 		}
-	case <-t.Context().Done():
-		t.Fatal("Read did not return")
+	case <-time.After(10 * time.Second):
+		t.Fatalf("Read did not return %q within 10s", want)
 	}
 }
 
@@ -102,6 +102,14 @@ func TestLagBodyJitterNeverReorders(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// The pump stamps a chunk (clock, then jitter) after the pipe hands it
+	// over; step the clock only once all three are stamped at time 0, or a
+	// late stamp would be released a full delay after the steps.
+	err := wait.PollUntilContextTimeout(t.Context(), time.Millisecond, 10*time.Second, true,
+		func(context.Context) (bool, error) { return len(jitters) == 0, nil })
+	if err != nil {
+		t.Fatalf("the pump never stamped all chunks: %v", err)
+	}
 	got := startRead(b, 64)
 	waitForTimer(t, fc)
 	fc.Step(delay) // the second chunk's own release time, not the first's
@@ -110,8 +118,13 @@ func TestLagBodyJitterNeverReorders(t *testing.T) {
 	expectRead(t, got, "first")
 	expectRead(t, startRead(b, 3), "sec")
 	expectRead(t, startRead(b, 64), "ond")
-	if r := <-startRead(b, 64); !errors.Is(r.err, io.EOF) {
-		t.Fatalf("after the last chunk Read = %+v, want EOF", r)
+	select {
+	case r := <-startRead(b, 64):
+		if !errors.Is(r.err, io.EOF) {
+			t.Fatalf("after the last chunk Read = %+v, want EOF", r)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stream's end was not read within 10s")
 	}
 }
 
