@@ -22,6 +22,10 @@
 //   - no handler can end in silence: unknown phases and unsettled items come
 //     back after the configured interval (requeue), and a write refused
 //     because the phase moved is a short requeue (requeue.OnStale);
+//   - a new leader primes its tracker with one live List before it acts on
+//     any item, so its cache's copies older than the last leader's writes
+//     are refused too; a stopping leader finishes the release of an
+//     uninstall it saw done, so no uninstall is asked for twice;
 //   - the expectations predicate is OR'ed into GenerationChangedPredicate, so
 //     an item requeued on a stale read is woken the moment its write reaches
 //     the cache; the owner check's source wakes an item whose children's
@@ -40,11 +44,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	v1 "github.com/racesafe/racesafe/examples/workitem/api/v1alpha1"
@@ -68,6 +75,12 @@ type Options struct {
 	// predicate and the owner check's source usually wake the item sooner.
 	// Default 200ms.
 	StaleRequeue time.Duration
+	// FinishTimeout bounds how long a reconcile of an item being deleted
+	// may go on once the manager stops, so that an uninstall it saw done is
+	// written down (the release) rather than left to the next leader to ask
+	// again. Default 10s; keep it below the manager's graceful shutdown
+	// timeout (30s by default).
+	FinishTimeout time.Duration
 }
 
 // Reconciler reconciles WorkItems.
@@ -81,6 +94,12 @@ type Reconciler struct {
 	machine   *phase.Machine[*v1.WorkItem, v1.Phase]
 	installer *sim.Installer
 	stale     time.Duration
+	finish    time.Duration
+	cache     cache.Cache
+	apiReader client.Reader
+	// primed is closed once the tracker knows what the cache lags behind
+	// the API server (see prime); no item is acted on before.
+	primed chan struct{}
 
 	// uninstalled remembers, per item, the incarnation whose uninstall
 	// this process saw finish, so that a release that failed (a server
@@ -93,6 +112,9 @@ type Reconciler struct {
 func New(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	if opts.StaleRequeue <= 0 {
 		opts.StaleRequeue = 200 * time.Millisecond
+	}
+	if opts.FinishTimeout <= 0 {
+		opts.FinishTimeout = 10 * time.Second
 	}
 	tracker := expectations.New(expectations.Options{Name: "workitem", Scheme: mgr.GetScheme()})
 	owners, err := expectations.NewOwnerTracker(expectations.OwnerOptions{
@@ -113,6 +135,10 @@ func New(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		patcher:   statusupdate.New[*v1.WorkItem](mgr.GetClient(), mgr.GetAPIReader(), statusupdate.Options{Expectations: tracker}),
 		installer: opts.Installer,
 		stale:     opts.StaleRequeue,
+		finish:    opts.FinishTimeout,
+		cache:     mgr.GetCache(),
+		apiReader: mgr.GetAPIReader(),
+		primed:    make(chan struct{}),
 	}
 	m, err := phase.New(phase.Options[*v1.WorkItem, v1.Phase]{
 		Name:   "workitem",
@@ -149,6 +175,10 @@ func New(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 // It owns the items' children, and the owner check's source enqueues an
 // item whose children's cache reached what its check waits for.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, name string, opts controller.Options) error {
+	// A leader-election runnable: it runs when this replica is elected.
+	if err := mgr.Add(manager.RunnableFunc(r.prime)); err != nil {
+		return err
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(name).
 		For(&v1.WorkItem{}, builder.WithPredicates(predicate.Or[client.Object](
@@ -167,6 +197,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, name string, opts contro
 // machine refused because the item's phase moved (a *phase.PhaseMovedError)
 // end in a short requeue that does not feed the rate limiter's backoff.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	select {
+	case <-r.primed:
+	default:
+		return ctrl.Result{RequeueAfter: r.stale}, nil
+	}
 	item := &v1.WorkItem{}
 	if err := r.reader.Get(ctx, req.NamespacedName, item); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -194,11 +229,47 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		item = written
 	}
+	if deletingRequested(item) {
+		// The uninstall is outside the API server: once it may be seen
+		// done, a stopping manager must not cancel the release that
+		// records it. Every write is compare-and-swap, so one that lands
+		// after another replica took over is refused, never doubled.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), r.finish)
+		defer cancel()
+	}
 	res, err := r.machine.Reconcile(ctx, item)
 	if err != nil {
 		return requeue.OnStale(err, r.stale)
 	}
 	return res, nil
+}
+
+// prime runs once this replica leads, before any item is acted on: its
+// tracker starts empty, and its cache (a standby's, watching all along, or
+// a new process's) may lag the last writes of the leader before it. One
+// live List makes every cached item older than the server's copy stale
+// until the cache has caught up (expectations.Tracker.Prime). It retries
+// until it succeeds or the manager stops.
+func (r *Reconciler) prime(ctx context.Context) error {
+	if !r.cache.WaitForCacheSync(ctx) {
+		return nil // stopping
+	}
+	log := ctrl.LoggerFrom(ctx).WithName("prime")
+	err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
+		res, err := r.tracker.Prime(ctx, r.apiReader, r.client, &v1.WorkItemList{})
+		if err != nil {
+			log.Error(err, "priming the tracker, retrying")
+			return false, nil
+		}
+		log.V(1).Info("tracker primed", "listed", res.Listed, "behind", res.Behind, "gone", res.Gone, "resourceVersion", res.ResourceVersion)
+		return true, nil
+	})
+	if err != nil {
+		return nil // stopping
+	}
+	close(r.primed)
+	return nil
 }
 
 func getPhase(it *v1.WorkItem) v1.Phase {

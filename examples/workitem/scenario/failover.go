@@ -48,6 +48,12 @@ type FailoverOptions struct {
 	// ReleaseOnCancel makes the stopped leader give up its lease (a clean
 	// handover); false leaves the lease to expire, as a crash does.
 	ReleaseOnCancel bool
+	// WarmStandby starts each replica's WorkItem informer before it leads,
+	// as a field index registered at setup does. Otherwise controller-runtime
+	// starts it when the controller starts, on election, with a List as
+	// fresh as the API server; a warm standby's cache instead lags the old
+	// leader's last writes by up to Lag.
+	WarmStandby bool
 }
 
 // Replica is what one manager replica did during a failover run.
@@ -89,24 +95,26 @@ var ErrNotElected = errors.New("replica was not elected")
 //
 // What the new leader can and cannot know. Its expectations tracker and
 // owner tracker start empty: it knows nothing of the old leader's writes
-// except what it reads, and its informer's first List is as fresh as the
-// API server, so it cannot be handed a cache copy older than what it
-// itself listed. It cannot know writes the old leader sent that its own
-// lagging watch has not delivered yet, nor side effects the old leader ran
-// without writing them down. What protects it is that every write is
-// conditional: a phase transition is a compare-and-swap on the phase, so a
-// stale replay cannot write an older phase (the write fails with a
-// *phase.PhaseMovedError and is requeued), and every patch carries a
+// except what it reads. Its cache may lag them: controller-runtime starts
+// an informer when the controller starts, on election, with a List as
+// fresh as the API server, but a warm standby (WarmStandby) has watched
+// all along, up to Lag behind. So before acting on any item the new leader
+// primes its tracker with one live List (expectations.Tracker.Prime):
+// every cached item older than the server's copy, or deleted on the
+// server, is refused until the cache has caught up. What it cannot know
+// are writes that land after that List (another replica still writing)
+// and side effects the old leader ran without writing them down. Every
+// write is conditional, so the first cannot be doubled: a phase transition
+// is a compare-and-swap on the phase, and every patch carries a
 // resourceVersion precondition, so a write decided on an old copy is
-// refused with a conflict and decided again on the live object. The
-// release of the finalizer is one such write, so an item is released at
-// most once. Side effects outside the API server are not covered: a
-// stopping manager cancels the context of the reconciles in flight, so the
-// old leader can see an uninstall done and have its release cancelled
-// before it reaches the server; the new leader, finding the item still
-// Deleting, runs the uninstall again. The installer is idempotent per UID,
-// and the report counts these in DuplicateUninstalls rather than hide
-// them (only items not yet gone at the stop can have one).
+// refused and decided again on the live object; an item is released at
+// most once. For the second, a stopping leader finishes the reconciles in
+// flight of items being deleted on a context the stop does not cancel
+// (reconciler.Options.FinishTimeout), so an uninstall it saw done is
+// released rather than left for the new leader to ask again. A process
+// killed outright between the two cannot be helped: the new leader asks
+// the installer again (it is idempotent per UID), and DuplicateUninstalls
+// counts it.
 func RunFailover(ctx context.Context, cfg *rest.Config, opts FailoverOptions) (FailoverReport, error) {
 	opts = failoverDefaults(opts)
 	rep := FailoverReport{Items: opts.Items}
@@ -346,6 +354,11 @@ func startReplica(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme,
 	}
 	if err := r.SetupWithManager(mgr, name, controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles}); err != nil {
 		return nil, err
+	}
+	if opts.WarmStandby {
+		if _, err := mgr.GetCache().GetInformer(ctx, &v1.WorkItem{}); err != nil {
+			return nil, fmt.Errorf("warm the WorkItem informer of %s: %w", name, err)
+		}
 	}
 	rep := &replica{name: name, counter: counter, elected: make(chan struct{})}
 	mctx, cancel := context.WithCancel(ctx)

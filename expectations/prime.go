@@ -1,0 +1,140 @@
+package expectations
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/racesafe/racesafe/internal/objcopy"
+)
+
+// primePage is how many objects one page of Prime's live List asks for.
+const primePage = 500
+
+// PrimeResult says what Prime recorded.
+type PrimeResult struct {
+	// Listed is how many objects the live List returned, and
+	// ResourceVersion the List's own (the snapshot it was served at).
+	Listed          int
+	ResourceVersion string
+	// Behind is how many of them the cache held at an older
+	// resourceVersion, and Gone how many the cache held that the server had
+	// deleted before its List: each is now an expectation.
+	Behind, Gone int
+}
+
+// Prime gives an empty Tracker what it would have known had it made the
+// writes of whoever wrote before it: typically a new leader, whose
+// predecessor's writes its own lagging cache may not show yet. It Lists
+// list's kind live (through live, the manager's API reader, in pages,
+// one snapshot), then the same from cached, with the same opts, and
+// records, for each object:
+//
+//   - cached at a resourceVersion older than the live one: ExpectWrite of
+//     the live object, so the cached copy is stale until the cache has
+//     caught up;
+//   - cached but absent from the live List, at a resourceVersion older than
+//     the List's: ExpectDeletion, as the server deleted it before listing.
+//
+// Objects the cache already shows as new as the server, or not at all, and
+// cached objects newer than the List, are left alone: Prime records only
+// the gap, so its expectations settle as the cache delivers the events in
+// flight. A write that lands after the live List is not covered; that is
+// the writer's own expectation to record.
+//
+// Call it before acting on any cached object, for instance from a
+// leader-election runnable that the reconciler waits for. It returns
+// ErrNilObject for a nil list, ErrUnknownKind for a kind the tracker cannot
+// tell, and the Lists' errors wrapped.
+func (t *Tracker) Prime(ctx context.Context, live, cached client.Reader, list client.ObjectList, opts ...client.ListOption) (PrimeResult, error) {
+	var res PrimeResult
+	if objcopy.IsNil(list) || objcopy.IsNil(live) || objcopy.IsNil(cached) {
+		return res, fmt.Errorf("prime from %T: %w", list, ErrNilObject)
+	}
+	server := map[client.ObjectKey]client.Object{}
+	var cont string
+	for {
+		page, ok := list.DeepCopyObject().(client.ObjectList)
+		if !ok {
+			return res, fmt.Errorf("prime from %T: its copy is not a list: %w", list, ErrNilObject)
+		}
+		pageOpts := append(append([]client.ListOption{}, opts...), client.Limit(primePage), client.Continue(cont))
+		if err := live.List(ctx, page, pageOpts...); err != nil {
+			return res, fmt.Errorf("prime: live list %T: %w", list, err)
+		}
+		if res.ResourceVersion == "" {
+			res.ResourceVersion = page.GetResourceVersion()
+		}
+		if err := eachObject(page, func(o client.Object) error {
+			if _, _, err := t.keyOf(o); err != nil {
+				return err
+			}
+			server[client.ObjectKeyFromObject(o)] = o
+			return nil
+		}); err != nil {
+			return res, fmt.Errorf("prime: %w", err)
+		}
+		if cont = page.GetContinue(); cont == "" {
+			break
+		}
+	}
+	res.Listed = len(server)
+
+	inCache, ok := list.DeepCopyObject().(client.ObjectList)
+	if !ok {
+		return res, fmt.Errorf("prime from %T: its copy is not a list: %w", list, ErrNilObject)
+	}
+	if err := cached.List(ctx, inCache, opts...); err != nil {
+		return res, fmt.Errorf("prime: cached list %T: %w", list, err)
+	}
+	err := eachObject(inCache, func(c client.Object) error {
+		s, found := server[client.ObjectKeyFromObject(c)]
+		than := res.ResourceVersion
+		if found {
+			than = s.GetResourceVersion()
+		}
+		behind, err := older(c, than)
+		switch {
+		case err != nil || !behind:
+			return err
+		case found:
+			res.Behind++
+			return t.ExpectWrite(s)
+		default:
+			res.Gone++
+			return t.ExpectDeletion(c)
+		}
+	})
+	if err != nil {
+		return res, fmt.Errorf("prime: %w", err)
+	}
+	return res, nil
+}
+
+// older reports whether the cached obj orders strictly before rv. A
+// version that cannot be ordered is a *ResourceVersionError, never a guess.
+func older(obj client.Object, rv string) (bool, error) {
+	c, err := resourceversion.CompareResourceVersion(obj.GetResourceVersion(), rv)
+	if err != nil {
+		bad := rv
+		if !wellFormed(obj.GetResourceVersion()) {
+			bad = obj.GetResourceVersion()
+		}
+		return false, &ResourceVersionError{Key: client.ObjectKeyFromObject(obj), ResourceVersion: bad, Err: err}
+	}
+	return c < 0, nil
+}
+
+func eachObject(list client.ObjectList, f func(client.Object) error) error {
+	return meta.EachListItem(list, func(o runtime.Object) error {
+		obj, ok := o.(client.Object)
+		if !ok {
+			return fmt.Errorf("list item %T is not an object: %w", o, ErrNilObject)
+		}
+		return f(obj)
+	})
+}
