@@ -13,7 +13,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -49,13 +48,14 @@ func main() {
 	out := flag.String("out", "out", "folder for bench-e2e.csv and bench-e2e.md")
 	soak := flag.Bool("soak", false, "run the racesafe soak instead of the burst matrix")
 	soakFor := flag.Duration("soak-duration", 5*time.Minute, "soak: how long new items keep coming")
-	restartEvery := flag.Duration("soak-restart-every", time.Minute, "soak: manager restart period")
+	restartEvery := flag.Duration("soak-restart-every", time.Minute, "soak: leader failover period (alternately a crash and a clean handover)")
+	apiRestartEvery := flag.Duration("soak-apiserver-restart-every", 2*time.Minute, "soak: kube-apiserver restart period; 0: none")
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.Level(zapcore.ErrorLevel), zap.WriteTo(os.Stderr)))
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	cfgEnv, err := startControlPlane()
+	cfgEnv, err := startControlPlane(*soak)
 	if err != nil {
 		fail(err)
 	}
@@ -67,27 +67,32 @@ func main() {
 
 	fmt.Printf("machine: %d cores, %s, GOMAXPROCS %d\n\n", runtime.NumCPU(), runtime.Version(), runtime.GOMAXPROCS(0))
 	if *soak {
-		rng := rand.New(rand.NewPCG(1, 2))
+		apiServer := cfgEnv.ControlPlane.GetAPIServer()
 		rep, err := scenario.Soak(ctx, cfg, scenario.SoakOptions{
-			Duration:     *soakFor,
-			RestartEvery: *restartEvery,
-			Concurrency:  *concurrency,
-			Seed:         42,
-			Jitter:       func() time.Duration { return time.Duration(rng.Int64N(int64(100 * time.Millisecond))) },
-			Progress:     os.Stderr,
+			Duration:              *soakFor,
+			RestartEvery:          *restartEvery,
+			APIServerRestartEvery: *apiRestartEvery,
+			StopAPIServer: func() error {
+				// Killed after the short stop timeout: as good a fault.
+				if err := apiServer.Stop(); err != nil && !strings.Contains(err.Error(), "timeout waiting for process") {
+					return err
+				}
+				return nil
+			},
+			StartAPIServer: apiServer.Start,
+			Concurrency:    *concurrency,
+			Seed:           42,
+			Jitter:         scenario.SeededJitter(1, 100*time.Millisecond),
+			Progress:       os.Stderr,
 		})
 		if err != nil {
 			fail(err)
 		}
-		fmt.Printf("| created | gone | stuck | finalizers left | duplicate children | children left | duplicate uninstalls | restarts | injected conflicts | injected 500s | goroutines before | after |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
-		fmt.Printf("| %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d |\n", rep.Created, rep.Gone, rep.Stuck, rep.FinalizersLeft,
-			rep.DuplicateChildren, rep.LeftChildren, rep.DuplicateUninstalls, rep.Restarts, rep.Injected.Of(racetest.FaultConflict), rep.Injected.Of(racetest.FaultServerError), rep.GoroutinesBefore, rep.GoroutinesAfter)
-		// Duplicate uninstalls are reported, not failed: under injected 500s
-		// and restarts a release that did not happen re-runs the delete flow,
-		// whose uninstall is idempotent.
-		if rep.Stuck > 0 || rep.FinalizersLeft > 0 || rep.DuplicateChildren > 0 || rep.LeftChildren > 0 {
-			fail(fmt.Errorf("soak left %d items stuck, %d finalizers, %d children behind; created %d duplicate children",
-				rep.Stuck, rep.FinalizersLeft, rep.LeftChildren, rep.DuplicateChildren))
+		writeSoak(os.Stdout, *soakFor, rep)
+		if unexplained := rep.DuplicateUninstalls - rep.DuplicateUninstallsAfterExit; rep.Stuck > 0 || rep.FinalizersLeft > 0 ||
+			rep.DuplicateChildren > 0 || rep.LeftChildren > 0 || unexplained > 0 {
+			fail(fmt.Errorf("soak left %d items stuck, %d finalizers, %d children behind; %d duplicate children, %d duplicate uninstalls not after an exit",
+				rep.Stuck, rep.FinalizersLeft, rep.LeftChildren, rep.DuplicateChildren, unexplained))
 		}
 		return
 	}
@@ -304,7 +309,11 @@ type envtestEnv struct {
 	Config *rest.Config
 }
 
-func startControlPlane() (*envtestEnv, error) {
+// startControlPlane starts envtest; restartable keeps the API server's
+// certificates in a folder of its own, so a restarted kube-apiserver is
+// the same server to the clients (envtest makes new ones per start of a
+// folder it chose), and stops it after 1s.
+func startControlPlane(restartable bool) (*envtestEnv, error) {
 	assets, err := testenv.AssetsDir()
 	if err != nil {
 		return nil, err
@@ -314,11 +323,48 @@ func startControlPlane() (*envtestEnv, error) {
 		return nil, err
 	}
 	env := testenv.NewEnvironment(assets, testenv.Options{CRDs: []*apiextensionsv1.CustomResourceDefinition{crd}})
+	if restartable {
+		dir, err := os.MkdirTemp("", "racesafe-soak-certs-")
+		if err != nil {
+			return nil, err
+		}
+		env.ControlPlane.APIServer = &envtest.APIServer{CertDir: dir}
+	}
 	cfg, err := env.Start()
 	if err != nil {
 		return nil, fmt.Errorf("start control plane: %w", err)
 	}
+	if restartable {
+		env.ControlPlane.GetAPIServer().StopTimeout = time.Second
+	}
 	return &envtestEnv{Environment: env, Config: cfg}, nil
+}
+
+func writeSoak(w io.Writer, d time.Duration, rep scenario.SoakReport) {
+	fmt.Fprintf(w, "soak: %s of new items, %s in all\n\n", d, rep.Elapsed.Round(time.Second))
+	fmt.Fprintf(w, "| created | gone | stuck | finalizers left | duplicate children | children left | duplicate uninstalls | of them after a replica exited |\n|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(w, "| %d | %d | %d | %d | %d | %d | %d | %d |\n\n", rep.Created, rep.Gone, rep.Stuck, rep.FinalizersLeft,
+		rep.DuplicateChildren, rep.LeftChildren, rep.DuplicateUninstalls, rep.DuplicateUninstallsAfterExit)
+	sum := func(m map[string]int) int {
+		n := 0
+		for _, v := range m {
+			n += v
+		}
+		return n
+	}
+	relists := 0
+	for _, v := range rep.Watch.Lists {
+		relists += v
+	}
+	fmt.Fprintf(w, "| fault | injected |\n|---|---|\n")
+	for _, f := range []racetest.Fault{racetest.FaultConflict, racetest.FaultServerError, racetest.FaultAppliedServerError, racetest.FaultAppliedTimeout} {
+		fmt.Fprintf(w, "| %s | %d |\n", f, rep.Injected.Of(f))
+	}
+	fmt.Fprintf(w, "| watch stream broken | %d |\n| watch answered 410 Gone | %d |\n| lists (syncs and relists) | %d |\n", sum(rep.Watch.Broken), sum(rep.Watch.Gone), relists)
+	fmt.Fprintf(w, "| leader crashed (lease left to expire) | %d |\n| leader handed over | %d |\n| replica exited by itself (replaced) | %d |\n| kube-apiserver restarted | %d |\n\n",
+		rep.Crashes, rep.Handovers, rep.Exits, rep.APIServerRestarts)
+	fmt.Fprintf(w, "| | before | after |\n|---|---|---|\n| goroutines | %d | %d |\n| live heap | %.1f MiB | %.1f MiB |\n",
+		rep.GoroutinesBefore, rep.GoroutinesAfter, float64(rep.HeapBefore)/(1<<20), float64(rep.HeapAfter)/(1<<20))
 }
 
 func splitInts(s string) []int {

@@ -54,6 +54,11 @@ type FailoverOptions struct {
 	// fresh as the API server; a warm standby's cache instead lags the old
 	// leader's last writes by up to Lag.
 	WarmStandby bool
+	// Jitter, Faults and WatchFaults, if set, apply to both replicas as in
+	// Options: lag jitter, injected client faults, broken watches.
+	Jitter      func() time.Duration
+	Faults      *racetest.Faults
+	WatchFaults *racetest.WatchFaults
 }
 
 // Replica is what one manager replica did during a failover run.
@@ -305,6 +310,9 @@ type replica struct {
 	counter     *racetest.Counter
 	reconciles0 int
 	elected     chan struct{} // closed when it became leader
+	exited      chan struct{} // closed when its manager returned
+	// releaseOnCancel: stopping it hands the lease over.
+	releaseOnCancel bool
 
 	mu        sync.Mutex
 	electedAt time.Time
@@ -330,11 +338,11 @@ func (r *replica) report(t0 time.Time) Replica {
 func startReplica(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, ns, name, lease string,
 	opts FailoverOptions, installer *sim.Installer, cfgs *settings.Manager) (*replica, error) {
 	counted, counter := racetest.CountRequests(cfg)
-	mgr, err := ctrl.NewManager(counted, manager.Options{
+	mopts := manager.Options{
 		Scheme:                        scheme,
 		Metrics:                       metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress:        "0",
-		NewCache:                      racetest.LaggedCache(racetest.LagOptions{Delay: opts.Lag}),
+		NewCache:                      racetest.LaggedCache(racetest.LagOptions{Delay: opts.Lag, Jitter: opts.Jitter, WatchFaults: opts.WatchFaults}),
 		Cache:                         cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
 		Controller:                    config.Controller{SkipNameValidation: ptr.To(true)},
 		LeaderElection:                true,
@@ -344,7 +352,11 @@ func startReplica(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme,
 		LeaseDuration:                 ptr.To(opts.LeaseDuration),
 		RenewDeadline:                 ptr.To(opts.RenewDeadline),
 		RetryPeriod:                   ptr.To(opts.RetryPeriod),
-	})
+	}
+	if opts.Faults != nil {
+		mopts.NewClient = opts.Faults.NewClient
+	}
+	mgr, err := ctrl.NewManager(counted, mopts)
 	if err != nil {
 		return nil, err
 	}
@@ -360,10 +372,13 @@ func startReplica(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme,
 			return nil, fmt.Errorf("warm the WorkItem informer of %s: %w", name, err)
 		}
 	}
-	rep := &replica{name: name, counter: counter, elected: make(chan struct{})}
+	rep := &replica{name: name, counter: counter, elected: make(chan struct{}), exited: make(chan struct{}), releaseOnCancel: opts.ReleaseOnCancel}
 	mctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- mgr.Start(mctx) }()
+	go func() {
+		done <- mgr.Start(mctx)
+		close(rep.exited)
+	}()
 	watched := make(chan struct{})
 	go func() {
 		defer close(watched)

@@ -35,12 +35,17 @@ type Options struct {
 
 // Installer simulates installs and uninstalls. It is safe for concurrent use.
 type Installer struct {
-	opts Options
+	opts   Options
+	caller string
+	*state
+}
 
+// state is what every view of one installer shares.
+type state struct {
 	mu          sync.Mutex
 	installs    map[types.UID]time.Time
 	uninstalls  map[types.UID]time.Time
-	uninstalled map[types.UID]int
+	uninstalled map[types.UID][]string // the caller told done, per report
 }
 
 // New returns an Installer.
@@ -49,11 +54,20 @@ func New(opts Options) *Installer {
 		opts.Clock = clock.RealClock{}
 	}
 	return &Installer{
-		opts:        opts,
-		installs:    map[types.UID]time.Time{},
-		uninstalls:  map[types.UID]time.Time{},
-		uninstalled: map[types.UID]int{},
+		opts: opts,
+		state: &state{
+			installs:    map[types.UID]time.Time{},
+			uninstalls:  map[types.UID]time.Time{},
+			uninstalled: map[types.UID][]string{},
+		},
 	}
+}
+
+// As returns a view of the same installer (same work, same counts) whose
+// reports of a finished uninstall are recorded as made to caller: one
+// view per controller replica tells which replica was told what.
+func (in *Installer) As(caller string) *Installer {
+	return &Installer{opts: in.opts, caller: caller, state: in.state}
 }
 
 // Install starts or polls the install of the named item. It returns done
@@ -76,7 +90,7 @@ func (in *Installer) Uninstall(uid types.UID, name string) (done bool, wait time
 		return true, 0, fmt.Errorf("uninstall %s: %w", name, ErrUninstallFailed)
 	}
 	in.mu.Lock()
-	in.uninstalled[uid]++
+	in.uninstalled[uid] = append(in.uninstalled[uid], in.caller)
 	in.mu.Unlock()
 	return true, 0, nil
 }
@@ -86,7 +100,15 @@ func (in *Installer) Uninstall(uid types.UID, name string) (done bool, wait time
 func (in *Installer) Uninstalled(uid types.UID) int {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	return in.uninstalled[uid]
+	return len(in.uninstalled[uid])
+}
+
+// UninstalledBy names, in order, the callers (see As) each report that the
+// uninstall of uid was done went to; "" for the Installer New returned.
+func (in *Installer) UninstalledBy(uid types.UID) []string {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return append([]string(nil), in.uninstalled[uid]...)
 }
 
 func (in *Installer) poll(started map[types.UID]time.Time, uid types.UID, d time.Duration) (bool, time.Duration) {

@@ -43,3 +43,28 @@ func TestInstallerFailsChosenItems(t *testing.T) {
 		t.Fatalf("bad: err = %v, want ErrInstallFailed", err)
 	}
 }
+
+// Views share the work and the counts, and say who was told.
+func TestInstallerViewsShareWorkAndNameTheCaller(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(time.Unix(0, 0))
+	in := sim.New(sim.Options{UninstallDuration: time.Second, Clock: clk})
+	a, b := in.As("replica-a"), in.As("replica-b")
+	if done, _, _ := a.Uninstall("u1", "x"); done {
+		t.Fatal("done before its duration")
+	}
+	clk.SetTime(time.Unix(1, 0))
+	// b polls the work a started: done at a's start plus the duration.
+	if done, _, _ := b.Uninstall("u1", "x"); !done {
+		t.Fatal("b's poll of the work a started is not done")
+	}
+	if done, _, _ := a.Uninstall("u1", "x"); !done {
+		t.Fatal("a's poll is not done")
+	}
+	if n := in.Uninstalled("u1"); n != 2 {
+		t.Fatalf("Uninstalled = %d, want 2", n)
+	}
+	got := b.UninstalledBy("u1")
+	if len(got) != 2 || got[0] != "replica-b" || got[1] != "replica-a" {
+		t.Fatalf("UninstalledBy = %q, want [replica-b replica-a]", got)
+	}
+}
