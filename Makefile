@@ -33,7 +33,7 @@ bench:
 bench-e2e: envtest
 	KUBEBUILDER_ASSETS="$(ASSETS)" $(GO) run ./examples/workitem/bench $(ARGS)
 
-## soak: churn with lag jitter, injected faults and manager restarts (default 5 minutes).
+## soak: churn under every fault at once: lag jitter, client faults, ambiguous writes, broken watches, leader failovers, API server restarts (default 5 minutes).
 soak: envtest
 	KUBEBUILDER_ASSETS="$(ASSETS)" $(GO) run ./examples/workitem/bench --soak $(ARGS)
 

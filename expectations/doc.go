@@ -77,6 +77,18 @@
 //
 //	Complete(requeue.Floor(c.Guard(r), requeue.FloorOptions[reconcile.Request]{Name: "replicaset"}))
 //
+// # A new leader
+//
+// A tracker starts empty: a replica that has just become leader, or a
+// restarted process, knows nothing of the writes made before it, and its
+// cache may still lag them (a standby whose informers ran before it led).
+// Prime, once, before the first item is acted on, lists the kind live and
+// records what the cache lags: every cached copy older than the server's,
+// and every cached object the server had deleted, is then stale until the
+// cache has caught up:
+//
+//	res, err := tracker.Prime(ctx, mgr.GetAPIReader(), mgr.GetCache(), &appsv1.ReplicaSetList{})
+//
 // # Guarantees
 //
 //   - Exact: a cached object is stale if and only if an expectation is
@@ -121,6 +133,11 @@
 //     allocate and takes a read lock on one of 64 shards; a form's first
 //     fresh read takes that shard's write lock. The scheme is asked once per
 //     Go type.
+//   - Primed: after Prime, a cached copy older than the live List's copy,
+//     or a cached object absent from it at a resourceVersion below the
+//     List's, is stale as if this tracker had made the write; only that gap
+//     is recorded, and a version Prime cannot order is a
+//     *ResourceVersionError, never a guess.
 //   - Observable: on controller-runtime's metrics registry, per tracker name,
 //     racesafe_expectations_pending, _stale_reads_total, _satisfied_total,
 //     _expired_total, _sweeps_total, and _catch_up_seconds, the informer lag
@@ -177,9 +194,10 @@
 //     the reader; only the resourceVersion precondition of an update stops a
 //     stale write at the server, and only AlreadyExists stops a second create
 //     after the NotFound that CheckAbsent lets through.
-//   - It does not start goroutines or talk to the API server: an
-//     OwnerTracker adds event handlers to the cache's informers, and a
-//     Client's writes are the wrapped client's.
+//   - It does not start goroutines or talk to the API server of its own: an
+//     OwnerTracker adds event handlers to the cache's informers, a Client's
+//     writes are the wrapped client's, and Prime Lists through the reader
+//     it is given.
 //
 // Predicate wakes a controller whose filters would drop the status-only event
 // that satisfies a pending expectation.
