@@ -26,6 +26,13 @@
 //     is answered 410 Gone, so that the informer must relist.
 //     [WatchFaults.NewCache] puts them into a manager's cache, and
 //     [LagOptions].WatchFaults behind a lag.
+//   - [APIServerRestarter] stops the kube-apiserver of an envtest
+//     environment and starts it again on the same etcd, address and
+//     certificates: every watch breaks, requests fail while it is down, and
+//     the same rest.Config works after.
+//   - [StartReplicas] runs manager replicas with leader election on one
+//     Lease; [Replicas.Failover] stops the leader, as a [Crash] whose lease
+//     must expire or as a clean [Handover], and waits for the next one.
 //   - [CountRequests] counts the requests a client sends by verb and resource
 //     ([Classify] names them), for "API calls per transition" in benchmarks.
 //   - [WithoutRateLimit] returns a copy of a *rest.Config with client-go's
@@ -75,7 +82,20 @@
 //   - Unlimited: a client built from WithoutRateLimit's copy has no
 //     client-side rate limiter, whatever QPS, Burst or RateLimiter the
 //     original had; the original is not modified.
-//   - Safe for concurrent use: Faults, WatchFaults and Counter; a lagged
+//   - Observed, not configured: a restart returns the error of a request
+//     the stopped server did not answer, and waits for the started one to
+//     be ready through the caller's rest.Config, so a certificate the
+//     config does not trust is an error ([ErrNotRestartable]), not a hang.
+//     A failover returns who led before and after, the time no replica led,
+//     and the Lease's holder once the old leader had stopped: still the
+//     old one after a crash, released after a handover.
+//   - Decided, not raced: StartReplicas starts replica 0 and waits until
+//     it leads before it starts the others.
+//   - Cut off on a crash: from the moment a replica crashes none of its
+//     requests but its events reach the server ([ErrReplicaCrashed]), so
+//     its lease release fails and its last writes too.
+//   - Safe for concurrent use: Faults, WatchFaults, Counter,
+//     APIServerRestarter and Replicas; a lagged
 //     body may be closed while a Read waits, which then returns at once.
 //
 // # What it deliberately does not do
@@ -95,6 +115,13 @@
 //     set to false the initial list is a plain list and is not delayed.
 //   - Faults does not fail creates, deletes, reads, server-side apply or
 //     subresources other than status.
+//   - A restart does not touch etcd: what was written stays, and a
+//     resourceVersion from before it is still valid after, so an informer
+//     usually resumes its watch rather than relisting.
+//   - A crashed replica's goroutines are not killed: its manager is
+//     stopped, with its requests failing, and Failover waits for it to
+//     return. Its events still pass, or its event broadcaster would retry
+//     for minutes and outlive it.
 //   - It is for tests. Nothing here belongs in a production binary.
 //
 // # A controller whose cache lags
@@ -173,6 +200,51 @@
 //	mgr, err := manager.New(cfg, manager.Options{
 //		NewCache: racetest.LaggedCache(racetest.LagOptions{Delay: 300 * time.Millisecond, WatchFaults: watches}),
 //	})
+//
+// # API server restarts
+//
+// kube-apiserver stops and starts again under the controller, on the same
+// etcd. The restarter must make the environment restartable before it starts:
+// envtest fixes the server's certificates, and how long it waits for it to
+// stop, when it starts it:
+//
+//	restarter, err := racetest.NewAPIServerRestarter(env, racetest.APIServerRestartOptions{CertDir: t.TempDir()})
+//	if err != nil {
+//		t.Fatal(err)
+//	}
+//	cfg, err := env.Start()
+//	// ... start the controller on cfg, then:
+//	restart, err := restarter.Restart(ctx)
+//	if err != nil {
+//		t.Fatal(err)
+//	}
+//	t.Logf("down %v (%v), killed %v", restart.Downtime, restart.DownErr, restart.Killed)
+//
+// kube-apiserver's graceful shutdown outlasts the 1s StopTimeout, so a stop
+// is usually a kill, and env.Stop, which waits as long for both processes,
+// may report "timeout waiting for process": they are stopped all the same.
+//
+// # Failover
+//
+// Replicas of a controller, one leading; the leader crashes and another
+// takes over once its lease expires, and a replacement stands by:
+//
+//	replicas, err := racetest.StartReplicas(ctx, 2, racetest.ReplicaOptions{
+//		Config:                  cfg,
+//		Setup:                   setup, // func(mgr manager.Manager, name string) error
+//		LeaderElectionID:        "workitems",
+//		LeaderElectionNamespace: ns,
+//		Replace:                 true,
+//	})
+//	if err != nil {
+//		t.Fatal(err)
+//	}
+//	defer replicas.Stop()
+//	f, err := replicas.Failover(ctx, racetest.Crash)
+//	if err != nil {
+//		t.Fatal(err)
+//	}
+//	t.Logf("%s crashed, %s leads %v later", f.Old, f.New, f.Gap)
 //
 // # Counts
 //

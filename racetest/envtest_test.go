@@ -60,6 +60,12 @@ func TestEnvtest(t *testing.T) {
 	t.Run("ControllerSurvivesAmbiguousWritesAndBrokenWatches", func(t *testing.T) {
 		testControllerSurvivesAmbiguousWritesAndBrokenWatches(t, env.Config)
 	})
+	t.Run("FailoverCrashAndHandover", func(t *testing.T) {
+		testFailover(t, env.Config)
+	})
+	t.Run("FailoverNeedsAStandby", func(t *testing.T) {
+		testFailoverNeedsAStandby(t, env.Config)
+	})
 }
 
 // directClient writes straight to the server, as a controller's client does.

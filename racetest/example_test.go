@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/racesafe/racesafe/racetest"
@@ -261,4 +262,53 @@ func ExampleWithoutRateLimit() {
 	cfg = racetest.WithoutRateLimit(cfg)
 	mgr, err := manager.New(cfg, manager.Options{})
 	_, _ = mgr, err
+}
+
+// kube-apiserver restarted under a controller; the restarter is made before
+// env.Start.
+func ExampleAPIServerRestarter() {
+	var (
+		t   *testing.T           // the test's
+		ctx = context.TODO()     // the test's
+		env *envtest.Environment // not started yet
+	)
+	restarter, err := racetest.NewAPIServerRestarter(env, racetest.APIServerRestartOptions{CertDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := env.Start()
+	// ... start the controller on cfg, then:
+	restart, err := restarter.Restart(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("down %v (%v), killed %v", restart.Downtime, restart.DownErr, restart.Killed)
+	_ = cfg
+}
+
+// Two replicas of a controller; the leader crashes and the other takes over.
+func ExampleReplicas_Failover() {
+	var (
+		t     *testing.T // the test's
+		ctx   = context.TODO()
+		cfg   *rest.Config // from envtest
+		ns    string       // the Lease's namespace
+		setup func(mgr manager.Manager, name string) error
+	)
+	replicas, err := racetest.StartReplicas(ctx, 2, racetest.ReplicaOptions{
+		Config:                  cfg,
+		Setup:                   setup, // func(mgr manager.Manager, name string) error
+		LeaderElectionID:        "workitems",
+		LeaderElectionNamespace: ns,
+		Replace:                 true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer replicas.Stop()
+	f, err := replicas.Failover(ctx, racetest.Crash)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s crashed, %s leads %v later", f.Old, f.New, f.Gap)
 }
