@@ -50,6 +50,7 @@ func main() {
 	soakFor := flag.Duration("soak-duration", 5*time.Minute, "soak: how long new items keep coming")
 	restartEvery := flag.Duration("soak-restart-every", time.Minute, "soak: leader failover period (alternately a crash and a clean handover)")
 	apiRestartEvery := flag.Duration("soak-apiserver-restart-every", 2*time.Minute, "soak: kube-apiserver restart period; 0: none")
+	goroutines := flag.String("soak-goroutines", "", "soak: file for a dump of every goroutine's stack if a wave does not move")
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.Level(zapcore.ErrorLevel), zap.WriteTo(os.Stderr)))
 
@@ -84,6 +85,8 @@ func main() {
 			Seed:           42,
 			Jitter:         scenario.SeededJitter(1, 100*time.Millisecond),
 			Progress:       os.Stderr,
+			Describe:       os.Stderr,
+			Goroutines:     dumpFile(*goroutines),
 		})
 		if err != nil {
 			fail(err)
@@ -402,4 +405,16 @@ func fail(err error) {
 	stopPlane()
 	fmt.Fprintln(os.Stderr, "error:", err)
 	os.Exit(1)
+}
+
+// dumpFile opens path for a goroutine dump, or returns nil for none.
+func dumpFile(path string) io.Writer {
+	if path == "" {
+		return nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		fail(err)
+	}
+	return f
 }

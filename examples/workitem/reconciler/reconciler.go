@@ -398,3 +398,37 @@ func (r *Reconciler) uninstallChildren(ctx context.Context, it *v1.WorkItem) err
 	}
 	return err
 }
+
+// State is what a Reconciler knows of one item: for a report of an item
+// that did not move, not for deciding anything.
+type State struct {
+	// Primed says whether this replica's tracker was primed (it leads and
+	// acts on items).
+	Primed bool
+	// Cached is the cache's copy of the item; nil if the cache has none.
+	Cached *v1.WorkItem
+	// Refused is why the entry read would refuse the cached copy (a
+	// *expectations.StaleError), or the cache's error; nil if it would act.
+	Refused error
+	// Expectations and OwnerRecords count what the trackers hold for all
+	// items: expectations of the item tracker, records of the owner check.
+	Expectations, OwnerRecords int
+}
+
+// State reports what r knows of the item under key.
+func (r *Reconciler) State(ctx context.Context, key types.NamespacedName) State {
+	s := State{Expectations: r.tracker.Pending(), OwnerRecords: r.owners.Pending()}
+	select {
+	case <-r.primed:
+		s.Primed = true
+	default:
+	}
+	item := &v1.WorkItem{}
+	if err := r.cache.Get(ctx, key, item); err != nil {
+		s.Refused = err
+		return s
+	}
+	s.Cached = item
+	s.Refused = r.tracker.Check(item.DeepCopy())
+	return s
+}

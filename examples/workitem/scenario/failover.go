@@ -313,6 +313,7 @@ type replica struct {
 	exited      chan struct{} // closed when its manager returned
 	// releaseOnCancel: stopping it hands the lease over.
 	releaseOnCancel bool
+	rec             *reconciler.Reconciler // for describing a stuck item
 
 	mu        sync.Mutex
 	electedAt time.Time
@@ -372,7 +373,7 @@ func startReplica(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme,
 			return nil, fmt.Errorf("warm the WorkItem informer of %s: %w", name, err)
 		}
 	}
-	rep := &replica{name: name, counter: counter, elected: make(chan struct{}), exited: make(chan struct{}), releaseOnCancel: opts.ReleaseOnCancel}
+	rep := &replica{name: name, counter: counter, elected: make(chan struct{}), exited: make(chan struct{}), releaseOnCancel: opts.ReleaseOnCancel, rec: r}
 	mctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {

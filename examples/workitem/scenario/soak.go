@@ -59,6 +59,10 @@ type SoakOptions struct {
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 	Concurrency                               int // MaxConcurrentReconciles; default 4
 	Progress                                  io.Writer
+	// Describe, if set, is told, when a wave does not move, what the API
+	// server and each replica know of its items; Goroutines, if set, gets
+	// a dump of every goroutine's stack then.
+	Describe, Goroutines io.Writer
 }
 
 // SoakReport is what a soak run counted.
@@ -277,6 +281,9 @@ func Soak(ctx context.Context, cfg *rest.Config, o SoakOptions) (SoakReport, err
 		// Delete the previous wave once it has failed, then create the next.
 		if len(pending) > 0 {
 			if err := waitPhase(ctx, direct, ns, pending, v1.PhaseFailed, 60*time.Second); err != nil {
+				if o.Describe != nil {
+					describeStuck(ctx, o.Describe, direct, ns, lease, pending, v1.PhaseFailed, []*replica{leader, standby}, o.Goroutines)
+				}
 				return rep, err
 			}
 			for _, name := range pending {
