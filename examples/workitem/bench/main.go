@@ -368,6 +368,7 @@ func writeSoak(w io.Writer, d time.Duration, rep scenario.SoakReport) {
 		rep.Crashes, rep.Handovers, rep.Exits, rep.APIServerRestarts)
 	fmt.Fprintf(w, "| | before | after |\n|---|---|---|\n| goroutines | %d | %d |\n| live heap | %.1f MiB | %.1f MiB |\n",
 		rep.GoroutinesBefore, rep.GoroutinesAfter, float64(rep.HeapBefore)/(1<<20), float64(rep.HeapAfter)/(1<<20))
+	fmt.Fprintf(w, "\nslowest wave, created to Failed: %s\n", rep.SlowestWave.Round(100*time.Millisecond))
 }
 
 func splitInts(s string) []int {

@@ -26,10 +26,16 @@ import (
 // SoakOptions shape a soak run of the racesafe controller.
 type SoakOptions struct {
 	Duration time.Duration // how long new items keep coming; default 5m
-	Drain    time.Duration // how long the last items may take to go; default 60s
-	Wave     int           // items created (and later deleted) together; default 20
-	Lag      time.Duration // base watch lag; default 100ms
-	Jitter   func() time.Duration
+	Drain    time.Duration // how long the last items may take to go; default 3m
+	// WaveTimeout is how long a wave may take to reach Failed before the
+	// run stops as stuck; default 3m. It must outlast client-go's reflector
+	// backoff: after repeated watch failures (410s, an API server down) a
+	// relist waits up to 30s plus 100% jitter, and the informer is blind
+	// that long. A slow wave is not a stuck one.
+	WaveTimeout time.Duration
+	Wave        int           // items created (and later deleted) together; default 20
+	Lag         time.Duration // base watch lag; default 100ms
+	Jitter      func() time.Duration
 	// Injected client faults, per write: 409s, 500s, and writes the server
 	// applies although the client sees a 500 or a timeout; defaults 0.10,
 	// 0.02, 0.01 and 0.01. Negative turns one off.
@@ -89,6 +95,8 @@ type SoakReport struct {
 	GoroutinesBefore, GoroutinesAfter            int
 	HeapBefore, HeapAfter                        uint64 // live heap bytes after a GC
 	Elapsed                                      time.Duration
+	// SlowestWave is the longest a wave took from its creation to Failed.
+	SlowestWave time.Duration
 }
 
 func soakDefaults(o SoakOptions) SoakOptions {
@@ -96,7 +104,10 @@ func soakDefaults(o SoakOptions) SoakOptions {
 		o.Duration = 5 * time.Minute
 	}
 	if o.Drain <= 0 {
-		o.Drain = 60 * time.Second
+		o.Drain = 3 * time.Minute
+	}
+	if o.WaveTimeout <= 0 {
+		o.WaveTimeout = 3 * time.Minute
 	}
 	if o.Wave <= 0 {
 		o.Wave = 20
@@ -231,6 +242,7 @@ func Soak(ctx context.Context, cfg *rest.Config, o SoakOptions) (SoakReport, err
 	}
 	var uids []types.UID
 	var pending []string // created, not yet deleted
+	var waveStart time.Time
 	for time.Since(t0) < o.Duration {
 		select {
 		case <-failover.C:
@@ -280,12 +292,13 @@ func Soak(ctx context.Context, cfg *rest.Config, o SoakOptions) (SoakReport, err
 		}
 		// Delete the previous wave once it has failed, then create the next.
 		if len(pending) > 0 {
-			if err := waitPhase(ctx, direct, ns, pending, v1.PhaseFailed, 60*time.Second); err != nil {
+			if err := waitPhase(ctx, direct, ns, pending, v1.PhaseFailed, o.WaveTimeout); err != nil {
 				if o.Describe != nil {
 					describeStuck(ctx, o.Describe, direct, ns, lease, pending, v1.PhaseFailed, []*replica{leader, standby}, o.Goroutines)
 				}
 				return rep, err
 			}
+			rep.SlowestWave = max(rep.SlowestWave, time.Since(waveStart))
 			for _, name := range pending {
 				if err := direct.Delete(ctx, &v1.WorkItem{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}); client.IgnoreNotFound(err) != nil {
 					return rep, err
@@ -293,6 +306,7 @@ func Soak(ctx context.Context, cfg *rest.Config, o SoakOptions) (SoakReport, err
 			}
 		}
 		pending = pending[:0]
+		waveStart = time.Now()
 		for range o.Wave {
 			item := &v1.WorkItem{
 				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("soak-%06d", rep.Created), Namespace: ns},
@@ -311,7 +325,7 @@ func Soak(ctx context.Context, cfg *rest.Config, o SoakOptions) (SoakReport, err
 		}
 	}
 	// The last wave: fail, delete, then drain.
-	if err := waitPhase(ctx, direct, ns, pending, v1.PhaseFailed, 60*time.Second); err == nil {
+	if err := waitPhase(ctx, direct, ns, pending, v1.PhaseFailed, o.WaveTimeout); err == nil {
 		for _, name := range pending {
 			_ = direct.Delete(ctx, &v1.WorkItem{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}})
 		}

@@ -40,7 +40,10 @@ func TestSoakSurvivesEveryFault(t *testing.T) {
 		rep.Created, rep.Gone, rep.Stuck, rep.FinalizersLeft, rep.DuplicateChildren, rep.LeftChildren, rep.DuplicateUninstalls, rep.DuplicateUninstallsAfterExit)
 	t.Logf("crashes %d handovers %d exits %d API server restarts %d; injected %v; watch broken %v gone %v",
 		rep.Crashes, rep.Handovers, rep.Exits, rep.APIServerRestarts, rep.Injected.Injected, rep.Watch.Broken, rep.Watch.Gone)
-	t.Logf("goroutines %d -> %d, live heap %d -> %d bytes", rep.GoroutinesBefore, rep.GoroutinesAfter, rep.HeapBefore, rep.HeapAfter)
+	t.Logf("goroutines %d -> %d, live heap %d -> %d bytes, slowest wave %s", rep.GoroutinesBefore, rep.GoroutinesAfter, rep.HeapBefore, rep.HeapAfter, rep.SlowestWave)
+	if rep.SlowestWave <= 0 {
+		t.Errorf("slowest wave %s: no wave was timed", rep.SlowestWave)
+	}
 
 	// Every fault happened.
 	for _, f := range []racetest.Fault{racetest.FaultConflict, racetest.FaultServerError, racetest.FaultAppliedServerError, racetest.FaultAppliedTimeout} {
