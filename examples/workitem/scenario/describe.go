@@ -11,7 +11,6 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	v1 "github.com/racesafe/racesafe/examples/workitem/api/v1alpha1"
 )
@@ -56,8 +55,8 @@ func describeStuck(ctx context.Context, w io.Writer, c client.Client, ns, lease 
 		}
 		fmt.Fprintf(w, "  replica %s: elected %v, exited %v, queue depth %.0f, active workers %.0f, longest reconcile %.1fs, reconciles %d\n",
 			r.name, closed(r.elected), closed(r.exited),
-			gauge("workqueue_depth", "name", r.name), gauge("controller_runtime_active_workers", "controller", r.name),
-			gauge("workqueue_longest_running_processor_seconds", "name", r.name), reconcileTotal(r.name))
+			metricSum("workqueue_depth", "name", r.name), metricSum("controller_runtime_active_workers", "controller", r.name),
+			metricSum("workqueue_longest_running_processor_seconds", "name", r.name), reconcileTotal(r.name))
 	}
 	sort.Strings(stuck)
 	for i, n := range stuck {
@@ -109,26 +108,4 @@ func closed(ch <-chan struct{}) bool {
 	default:
 		return false
 	}
-}
-
-// gauge sums the values of a metric family's series whose label is value.
-func gauge(family, label, value string) float64 {
-	families, err := metrics.Registry.Gather()
-	if err != nil {
-		return 0
-	}
-	total := 0.0
-	for _, f := range families {
-		if f.GetName() != family {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == label && l.GetValue() == value {
-					total += m.GetGauge().GetValue() + m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return total
 }

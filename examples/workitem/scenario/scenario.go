@@ -581,6 +581,12 @@ func reconcileSeconds(name string) float64 {
 // controllerMetric sums a counter's values, or a histogram's sums, over the
 // series of the named controller.
 func controllerMetric(family, name string) float64 {
+	return metricSum(family, "controller", name)
+}
+
+// metricSum sums the values of a metric family's series whose label is
+// value: counters and gauges, and histograms' sums.
+func metricSum(family, label, value string) float64 {
 	families, err := metrics.Registry.Gather()
 	if err != nil {
 		return 0
@@ -592,8 +598,8 @@ func controllerMetric(family, name string) float64 {
 		}
 		for _, m := range f.GetMetric() {
 			for _, l := range m.GetLabel() {
-				if l.GetName() == "controller" && l.GetValue() == name {
-					total += m.GetCounter().GetValue() + m.GetHistogram().GetSampleSum()
+				if l.GetName() == label && l.GetValue() == value {
+					total += m.GetCounter().GetValue() + m.GetGauge().GetValue() + m.GetHistogram().GetSampleSum()
 				}
 			}
 		}
