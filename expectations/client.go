@@ -4,14 +4,34 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"reflect"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/racesafe/racesafe/internal/objcopy"
 )
 
+// Every method of client.Client is implemented here, none embedded: a
+// write method controller-runtime adds later breaks this assertion, rather
+// than passing through unrecorded.
 var _ client.Client = (*Client)(nil)
 
 // ErrClientOptions is matched by errors.Is for ClientOptions that NewClient
@@ -45,50 +65,74 @@ func (e *NotRecordedError) Is(target error) bool { return target == ErrNotRecord
 // Unwrap returns the recording error.
 func (e *NotRecordedError) Unwrap() error { return e.Err }
 
+// ListStaleError reports a List the Client refused: this client has writes
+// of the listed kind that the cache has not shown, and the list cannot have
+// them merged in exactly. errors.Is(err, ErrStale) holds.
+type ListStaleError struct {
+	// Kind is the listed kind.
+	Kind schema.GroupKind
+	// Namespace is the listed namespace, empty for all.
+	Namespace string
+	// Reason says why the merge could not be computed.
+	Reason string
+}
+
+// Error implements error.
+func (e *ListStaleError) Error() string {
+	return fmt.Sprintf("%s: list of %s in namespace %q: %s", ErrStale, e.Kind, e.Namespace, e.Reason)
+}
+
+// Is reports whether target is ErrStale.
+func (e *ListStaleError) Is(target error) bool { return target == ErrStale }
+
 // ClientOptions configure [NewClient]. The zero value is ready to use.
 type ClientOptions struct {
-	// Name labels the metrics of the Tracker NewClient makes when Tracker is
-	// nil.
+	// Name is the controller's name, the controller label of the Client's
+	// metrics and the name of the Tracker NewClient makes; "default" when
+	// empty. See Client.Named to set it later.
 	Name string
-	// Tracker records every write of the Client and refuses older reads;
-	// when nil, NewClient makes one named Name on the wrapped client's
-	// scheme.
+	// Tracker, when set, is shared with other recorders (a
+	// statusupdate.Patcher, a Predicate): the Client records its writes
+	// with it too, and refuses a cached read older than a write recorded
+	// there by someone else. When nil, NewClient makes a private one on the
+	// wrapped client's scheme, which only names kinds.
 	Tracker *Tracker
 	// Owners, when set, records every write and delete of an object whose
 	// controller reference points to its owner kind against that owner, and
 	// CheckOwner refuses such an owner while the caches of what it owns lag
 	// behind those writes.
 	Owners *OwnerTracker
+	// APIReader, when set (normally mgr.GetAPIReader()), is read once after
+	// a write that ended ambiguously (a timeout, a 500, a reset connection)
+	// to learn whether the server applied it. When nil, or when the object
+	// has no name yet, Lists of that kind in that namespace are refused
+	// until the TTL.
+	APIReader client.Reader
+	// TTL bounds how long a write is kept for a cache that does not show
+	// it; DefaultTTL when zero or negative.
+	TTL time.Duration
+	// Clock measures TTLs; clock.RealClock{} when nil.
+	Clock clock.PassiveClock
 }
 
-// Client is a drop-in client.Client that remembers what it wrote, so that
-// a controller's reads cannot go back in time. Every call goes to the
-// wrapped client unchanged; in addition:
-//
-//   - a successful Create, Update, Patch, or a Status() or SubResource()
-//     Update or Patch records the object the server answered with the
-//     Tracker, and, when the object has a controller reference to the
-//     Owners' kind, with the OwnerTracker; a successful Delete of an owned
-//     object records the deletion with the OwnerTracker;
-//   - a Get returns the Tracker's *StaleError for a cached object older than
-//     this client's last write of it, errors.Is(err, ErrStale), and leaves
-//     the caller's object untouched;
-//   - CheckOwner, at the reconcile's entry, returns an error that matches
-//     ErrStale for an owner whose owned objects' caches have not seen this
-//     client's writes of them.
-//
-// Not recorded, because the Client cannot see what the server wrote:
-// dry-run writes, DeleteAllOf, the object of a Delete (the server answers a
-// Delete without it), server-side Apply of an apply configuration, and
-// subresource Creates. A List is passed through unchecked: CheckOwner at
-// the reconcile's entry covers the Lists of what it owns, so end the
-// reconcile after a write that a later List in the same reconcile would
-// need to see.
+// Client is a drop-in client.Client with session consistency: its reads
+// serve its own writes. It writes to the wrapped client unchanged, keeps
+// the server's answer to each write until the cache has shown it (or the
+// TTL), and serves every Get and List from whichever is newer, the cache or
+// its own last write, without waiting and without touching the cache.
+// See the package documentation's "A drop-in client" for what it
+// guarantees and what it cannot record.
 type Client struct {
-	client.Client
-	reader  *Reader
-	tracker *Tracker
-	owners  *OwnerTracker
+	inner     client.Client
+	scheme    *runtime.Scheme
+	tracker   *Tracker
+	shared    bool
+	reader    *Reader
+	owners    *OwnerTracker
+	apiReader client.Reader
+	clock     clock.PassiveClock
+	s         *session
+	m         atomic.Pointer[clientMetrics]
 }
 
 // NewClient wraps c, normally the manager's GetClient(): it reads from the
@@ -97,27 +141,386 @@ func NewClient(c client.Client, opts ClientOptions) (*Client, error) {
 	if objcopy.IsNil(c) {
 		return nil, fmt.Errorf("NewClient of a nil client: %w", ErrClientOptions)
 	}
-	if opts.Tracker == nil {
-		opts.Tracker = New(Options{Name: opts.Name, Scheme: c.Scheme()})
+	if opts.Name == "" {
+		opts.Name = "default"
 	}
-	return &Client{Client: c, reader: NewReader(c, opts.Tracker), tracker: opts.Tracker, owners: opts.Owners}, nil
+	if opts.TTL <= 0 {
+		opts.TTL = DefaultTTL
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	shared := opts.Tracker != nil
+	if !shared {
+		opts.Tracker = New(Options{Name: opts.Name, Scheme: c.Scheme(), TTL: opts.TTL, Clock: opts.Clock})
+	}
+	if objcopy.IsNil(opts.APIReader) {
+		opts.APIReader = nil
+	}
+	cl := &Client{
+		inner: c, scheme: c.Scheme(), tracker: opts.Tracker, shared: shared,
+		reader: NewReader(c, opts.Tracker), owners: opts.Owners, apiReader: opts.APIReader,
+		clock: opts.Clock, s: newSession(opts.TTL, opts.Clock.Now()),
+	}
+	cl.m.Store(newClientMetrics(opts.Name))
+	return cl, nil
 }
 
-// Get reads key through the Tracker's Reader: obj is written only when the
-// cached object is not older than this client's last write of it.
+// Named sets the controller label of c's metrics to name and returns c.
+// Call it before c's first use, when the name is known only after NewClient
+// (a builder's Named); reads and writes counted before it keep the old
+// label.
+func (c *Client) Named(name string) *Client {
+	if name != "" {
+		c.m.Store(newClientMetrics(name))
+	}
+	return c
+}
+
+// Scheme returns the wrapped client's scheme.
+func (c *Client) Scheme() *runtime.Scheme { return c.inner.Scheme() }
+
+// RESTMapper returns the wrapped client's RESTMapper.
+func (c *Client) RESTMapper() meta.RESTMapper { return c.inner.RESTMapper() }
+
+// GroupVersionKindFor returns the wrapped client's answer.
+func (c *Client) GroupVersionKindFor(obj runtime.Object) (schema.GroupVersionKind, error) {
+	return c.inner.GroupVersionKindFor(obj)
+}
+
+// IsObjectNamespaced returns the wrapped client's answer.
+func (c *Client) IsObjectNamespaced(obj runtime.Object) (bool, error) {
+	return c.inner.IsObjectNamespaced(obj)
+}
+
+// Pending returns the number of writes (and ambiguous kinds) the Client
+// keeps for caches that have not shown them.
+func (c *Client) Pending() int { return c.s.len() }
+
+// Get reads key from the cache into obj, or this client's last write of
+// it when that is newer (see the package documentation). obj is written
+// only on success; what it receives is the caller's own copy.
 func (c *Client) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	return c.reader.Get(ctx, key, obj, opts...)
+	if c.s.n.Load() == 0 && !c.shared {
+		// Nothing pending: the cache alone, into obj, allocating nothing.
+		err := c.inner.Get(ctx, key, obj, opts...)
+		if err == nil {
+			c.metrics().cache.Inc()
+		}
+		return err
+	}
+	if objcopy.IsNil(obj) {
+		return fmt.Errorf("get %s into %T: %w", key, obj, ErrNilObject)
+	}
+	f := formOf(obj)
+	k, err := c.tracker.kindOf(obj, f)
+	if err != nil {
+		return fmt.Errorf("get %s: %w", key, err)
+	}
+	sk := sessionKey{gk: k.gk, ObjectKey: key}
+	e := c.s.get(sk)
+	if e != nil && (e.caught&f != 0 || c.s.expired(e, c.clock.Now())) {
+		if e.caught&f == 0 {
+			c.s.drop(sk, e)
+		}
+		e = nil
+	}
+	if e == nil {
+		if c.shared {
+			err = c.reader.Get(ctx, key, obj, opts...)
+		} else {
+			err = c.inner.Get(ctx, key, obj, opts...)
+		}
+		c.count(err)
+		return err
+	}
+	fresh, err := objcopy.EmptyLike(obj)
+	if err != nil {
+		return fmt.Errorf("get %s: %w", key, err)
+	}
+	var cached client.Object = fresh
+	if err := c.inner.Get(ctx, key, fresh, opts...); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return err
+		}
+		cached = nil
+	}
+	d, caught := decide(e, cached)
+	if caught && c.s.caughtUp(sk, e, f) {
+		c.metrics().caughtUp.Inc()
+	}
+	switch d {
+	case serveCache:
+		if cached == nil {
+			c.metrics().cache.Inc()
+			return apierrors.NewNotFound(schema.GroupResource{Group: k.gk.Group, Resource: k.gk.Kind}, key.Name)
+		}
+		setInto(obj, fresh)
+		c.metrics().cache.Inc()
+		return nil
+	case serveNotFound:
+		c.metrics().own.Inc()
+		return apierrors.NewNotFound(schema.GroupResource{Group: k.gk.Group, Resource: k.gk.Kind}, key.Name)
+	case serveOwn:
+		if err := into(c.scheme, e.obj, e.gvk, fresh); err == nil {
+			setInto(obj, fresh)
+			c.metrics().own.Inc()
+			return nil
+		}
+	}
+	c.metrics().refused.Inc()
+	stale := &StaleError{Kind: k.gk, Key: key, Want: e.rv, Deletion: e.state != ownWritten}
+	if cached != nil {
+		stale.Seen = cached.GetResourceVersion()
+	}
+	log.FromContext(ctx).V(1).Info("stale cache read, not handed out", "controller", c.metrics().name,
+		"kind", k.gk, "object", key, "want", stale.Want, "seen", stale.Seen, "deletion", stale.Deletion)
+	return stale
+}
+
+func (c *Client) count(err error) {
+	switch {
+	case errors.Is(err, ErrStale):
+		c.metrics().refused.Inc()
+	case err == nil || apierrors.IsNotFound(err):
+		c.metrics().cache.Inc()
+	}
+}
+
+func (c *Client) metrics() *clientMetrics { return c.m.Load() }
+
+func setInto(dst, src client.Object) {
+	if d, ok := dst.(interface{ SetUnstructuredContent(map[string]any) }); ok {
+		if s, ok := src.(runtime.Unstructured); ok {
+			d.SetUnstructuredContent(s.UnstructuredContent())
+			return
+		}
+	}
+	reflect.ValueOf(dst).Elem().Set(reflect.ValueOf(src).Elem())
+}
+
+// List reads list from the cache with this client's writes merged in:
+// objects it created that the cache lacks are added (sorted by namespace
+// and name, after the cache's items), objects it wrote are replaced by its
+// newer answer, objects it deleted are removed, all within the list's
+// namespace and label selector. A *ListStaleError (errors.Is(err, ErrStale))
+// where the merge cannot be computed exactly: a field selector, a Limit or
+// Continue, a kind with an ambiguous write, or a write that cannot be shown
+// (a deletion that may be terminating, a write known only by its
+// resourceVersion).
+func (c *Client) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if c.s.n.Load() == 0 {
+		err := c.inner.List(ctx, list, opts...)
+		if err == nil {
+			c.metrics().cache.Inc()
+		}
+		return err
+	}
+	gvk, err := c.listKind(list)
+	if err != nil {
+		return fmt.Errorf("list %T: %w", list, err)
+	}
+	gk := gvk.GroupKind()
+	lo := (&client.ListOptions{}).ApplyOptions(opts)
+	now := c.clock.Now()
+	refuse := func(reason string) error {
+		c.metrics().refused.Inc()
+		return &ListStaleError{Kind: gk, Namespace: lo.Namespace, Reason: reason}
+	}
+	if c.s.barred(gk, lo.Namespace, now) {
+		return refuse("a write of this kind ended ambiguously and could not be read back")
+	}
+	own := c.s.ofKind(gk, lo.Namespace)
+	for k, e := range own {
+		if c.s.expired(e, now) {
+			delete(own, k)
+		}
+	}
+	if len(own) == 0 {
+		err := c.inner.List(ctx, list, opts...)
+		c.count(err)
+		return err
+	}
+	if lo.FieldSelector != nil && !lo.FieldSelector.Empty() {
+		return refuse("a field selector cannot be evaluated on this client's writes")
+	}
+	if lo.Limit > 0 || lo.Continue != "" {
+		return refuse("a paginated list cannot have this client's writes merged in")
+	}
+	if err := c.inner.List(ctx, list, opts...); err != nil {
+		return err
+	}
+	f := listForm(list)
+	items, err := meta.ExtractList(list)
+	if err != nil {
+		return fmt.Errorf("list %s: %w", gk, err)
+	}
+	sel := lo.LabelSelector
+	if sel == nil {
+		sel = labels.Everything()
+	}
+	merged := make([]runtime.Object, 0, len(items)+len(own))
+	served := false
+	for _, item := range items {
+		o, ok := item.(client.Object)
+		if !ok {
+			merged = append(merged, item)
+			continue
+		}
+		key := client.ObjectKeyFromObject(o)
+		e, mine := own[key]
+		if !mine {
+			merged = append(merged, item)
+			continue
+		}
+		delete(own, key)
+		if e.caught&f != 0 {
+			merged = append(merged, item)
+			continue
+		}
+		d, caught := decide(e, o)
+		if caught && c.s.caughtUp(sessionKey{gk: gk, ObjectKey: key}, e, f) {
+			c.metrics().caughtUp.Inc()
+		}
+		switch d {
+		case serveCache:
+			merged = append(merged, item)
+		case serveNotFound:
+			served = true
+		case serveOwn:
+			out, err := c.ownItem(item, e)
+			if err != nil {
+				return refuse(fmt.Sprintf("%s: %v", key, err))
+			}
+			if sel.Matches(labels.Set(out.GetLabels())) {
+				merged = append(merged, out)
+			}
+			served = true
+		default:
+			return refuse(fmt.Sprintf("%s cannot be shown as this client last wrote it", key))
+		}
+	}
+	// This client's writes the cache lacks: created, not yet delivered.
+	var added []client.Object
+	for key, e := range own {
+		if e.caught&f != 0 || e.state == ownGone || e.state == ownDeleting {
+			continue
+		}
+		if e.state != ownWritten || e.obj == nil {
+			return refuse(fmt.Sprintf("%s cannot be shown as this client last wrote it", key))
+		}
+		if !sel.Matches(labels.Set(e.obj.GetLabels())) {
+			continue
+		}
+		out, err := c.ownItem(newItem(list, items), e)
+		if err != nil {
+			return refuse(fmt.Sprintf("%s: %v", key, err))
+		}
+		added = append(added, out)
+	}
+	slices.SortFunc(added, func(a, b client.Object) int {
+		if n := strings.Compare(a.GetNamespace(), b.GetNamespace()); n != 0 {
+			return n
+		}
+		return strings.Compare(a.GetName(), b.GetName())
+	})
+	for _, o := range added {
+		merged = append(merged, o)
+	}
+	if len(added) > 0 {
+		served = true
+	}
+	if err := meta.SetList(list, merged); err != nil {
+		return fmt.Errorf("list %s: %w", gk, err)
+	}
+	if served {
+		c.metrics().own.Inc()
+	} else {
+		c.metrics().cache.Inc()
+	}
+	return nil
+}
+
+// ownItem returns e's object in the form of the list item like.
+func (c *Client) ownItem(like runtime.Object, e *ownEntry) (client.Object, error) {
+	o, ok := like.(client.Object)
+	if !ok {
+		return nil, fmt.Errorf("%T is not an object", like)
+	}
+	out, err := objcopy.EmptyLike(o)
+	if err != nil {
+		return nil, err
+	}
+	if err := into(c.scheme, e.obj, e.gvk, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// newItem returns an empty item of list's item type.
+func newItem(list client.ObjectList, items []runtime.Object) runtime.Object {
+	switch l := list.(type) {
+	case *metav1.PartialObjectMetadataList:
+		p := &metav1.PartialObjectMetadata{}
+		p.SetGroupVersionKind(l.GroupVersionKind().GroupVersion().WithKind(strings.TrimSuffix(l.GroupVersionKind().Kind, "List")))
+		return p
+	case runtime.Unstructured:
+		u := &unstructured.Unstructured{}
+		gvk := list.GetObjectKind().GroupVersionKind()
+		u.SetGroupVersionKind(gvk.GroupVersion().WithKind(strings.TrimSuffix(gvk.Kind, "List")))
+		return u
+	}
+	if len(items) > 0 {
+		return items[0]
+	}
+	// An empty typed list: its Items field's element type names the item.
+	if f := reflect.ValueOf(list).Elem().FieldByName("Items"); f.IsValid() && f.Kind() == reflect.Slice {
+		t := f.Type().Elem()
+		if t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		if o, ok := reflect.New(t).Interface().(runtime.Object); ok {
+			return o
+		}
+	}
+	return nil
+}
+
+func listForm(list client.ObjectList) form {
+	switch list.(type) {
+	case *metav1.PartialObjectMetadataList:
+		return formMetadata
+	case runtime.Unstructured:
+		return formUnstructured
+	}
+	return formTyped
+}
+
+// listKind returns the item kind of list.
+func (c *Client) listKind(list client.ObjectList) (schema.GroupVersionKind, error) {
+	var gvk schema.GroupVersionKind
+	if listForm(list) == formTyped {
+		var err error
+		if gvk, err = apiutil.GVKForObject(list, c.scheme); err != nil {
+			return gvk, fmt.Errorf("%w: %w", ErrUnknownKind, err)
+		}
+	} else {
+		gvk = list.GetObjectKind().GroupVersionKind()
+	}
+	if !strings.HasSuffix(gvk.Kind, "List") {
+		return gvk, fmt.Errorf("%s is not a list kind: %w", gvk, ErrUnknownKind)
+	}
+	gvk.Kind = strings.TrimSuffix(gvk.Kind, "List")
+	return gvk, nil
 }
 
 // CheckOwner guards a reconcile's entry: it reads the owner key, of the
-// Owners' kind, from the cache and returns an error that errors.Is
-// ErrStale when the cached owner is older than this client's last write of
-// it or when the cache of anything the client wrote for the owner has not
-// caught up (see OwnerTracker.Check). Call it once, before the reconcile
-// Lists what it owns; a Get later in the reconcile checks only the object
-// itself, so a reconcile that has acted is not turned back half-way. An
-// owner that is gone passes: the reconcile sees the NotFound itself.
-// A Client without Owners returns ErrClientOptions.
+// Owners' kind, through this Client and returns an error that errors.Is
+// ErrStale when the cache of anything the client wrote for the owner has
+// not caught up (see OwnerTracker.Check). Call it once, before the
+// reconcile Lists what it owns. An owner that is gone passes: the reconcile
+// sees the NotFound itself. A Client without Owners returns
+// ErrClientOptions.
 func (c *Client) CheckOwner(ctx context.Context, key client.ObjectKey) error {
 	if c.owners == nil {
 		return ErrClientOptions
@@ -126,7 +529,7 @@ func (c *Client) CheckOwner(ctx context.Context, key client.ObjectKey) error {
 	if err != nil {
 		return err
 	}
-	if err := c.reader.Get(ctx, key, owner); err != nil {
+	if err := c.Get(ctx, key, owner); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
@@ -137,8 +540,13 @@ func (c *Client) CheckOwner(ctx context.Context, key client.ObjectKey) error {
 
 // Guard returns r with CheckOwner of the request at its entry: a refused
 // owner ends the reconcile with CheckOwner's error before r runs. Put a
-// requeue.Floor around it to turn that error into a short requeue.
+// requeue.Floor around it to turn that error into a short requeue. On a
+// Client without Owners, Guard returns r itself: the Client's Gets and
+// Lists already serve its own writes, and there is no owner to check.
 func (c *Client) Guard(r reconcile.Reconciler) reconcile.Reconciler {
+	if c.owners == nil {
+		return r
+	}
 	return reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 		if err := c.CheckOwner(ctx, req.NamespacedName); err != nil {
 			return reconcile.Result{}, err
@@ -147,78 +555,303 @@ func (c *Client) Guard(r reconcile.Reconciler) reconcile.Reconciler {
 	})
 }
 
-// Create creates obj and records the server's answer.
+// AmbiguousWrites reports whether a write of kind gk in namespace ns (in
+// any namespace when ns is empty) ended ambiguously and could not be read
+// back, and is younger than the TTL: until then, Lists of that kind there
+// are refused. An owner-level guard refuses the owners of such a kind.
+func (c *Client) AmbiguousWrites(gk schema.GroupKind, ns string) bool {
+	return c.s.barred(gk, ns, c.clock.Now())
+}
+
+// Create creates obj and keeps the server's answer.
 func (c *Client) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
-	if err := c.Client.Create(ctx, obj, opts...); err != nil {
+	if err := c.inner.Create(ctx, obj, opts...); err != nil {
+		if !dryRun((&client.CreateOptions{}).ApplyOptions(opts).DryRun) {
+			c.ambiguous(ctx, "create", obj, err)
+		}
 		return err
 	}
 	if dryRun((&client.CreateOptions{}).ApplyOptions(opts).DryRun) {
 		return nil
 	}
-	return c.recordWrite(ctx, "create", obj)
+	return c.recordWrite(ctx, "create", obj, "")
 }
 
-// Update updates obj and records the server's answer.
+// Update updates obj and keeps the server's answer.
 func (c *Client) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
-	if err := c.Client.Update(ctx, obj, opts...); err != nil {
+	sent := resourceVersionOf(obj)
+	if err := c.inner.Update(ctx, obj, opts...); err != nil {
+		if !dryRun((&client.UpdateOptions{}).ApplyOptions(opts).DryRun) {
+			c.ambiguous(ctx, "update", obj, err)
+		}
 		return err
 	}
 	if dryRun((&client.UpdateOptions{}).ApplyOptions(opts).DryRun) {
 		return nil
 	}
-	return c.recordWrite(ctx, "update", obj)
+	return c.recordWrite(ctx, "update", obj, sent)
 }
 
-// Patch patches obj and records the server's answer.
+// Patch patches obj, whatever the patch type, and keeps the server's
+// answer.
 func (c *Client) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
-	if err := c.Client.Patch(ctx, obj, patch, opts...); err != nil {
+	sent := resourceVersionOf(obj)
+	if err := c.inner.Patch(ctx, obj, patch, opts...); err != nil {
+		if !dryRun((&client.PatchOptions{}).ApplyOptions(opts).DryRun) {
+			c.ambiguous(ctx, "patch", obj, err)
+		}
 		return err
 	}
 	if dryRun((&client.PatchOptions{}).ApplyOptions(opts).DryRun) {
 		return nil
 	}
-	return c.recordWrite(ctx, "patch", obj)
+	return c.recordWrite(ctx, "patch", obj, sent)
 }
 
-// Delete deletes obj and, when it is owned, records the deletion against
-// its owner.
-func (c *Client) Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
-	if err := c.Client.Delete(ctx, obj, opts...); err != nil {
+// Apply applies obj (server-side apply) and keeps the server's answer,
+// which controller-runtime decodes into obj.
+func (c *Client) Apply(ctx context.Context, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
+	if err := c.inner.Apply(ctx, obj, opts...); err != nil {
 		return err
 	}
-	if c.owners == nil || dryRun((&client.DeleteOptions{}).ApplyOptions(opts).DryRun) {
+	if dryRun((&client.ApplyOptions{}).ApplyOptions(opts).DryRun) {
 		return nil
 	}
-	if err := c.owners.DeletedOwned(ctx, obj); err != nil && !notOwned(err) {
+	c.recordApplied(ctx, "apply", obj)
+	return nil
+}
+
+// Delete deletes obj and keeps the deletion: a Get serves NotFound until
+// the cache shows the object gone, or refuses while it may be terminating.
+func (c *Client) Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
+	do := (&client.DeleteOptions{}).ApplyOptions(opts)
+	if err := c.inner.Delete(ctx, obj, opts...); err != nil {
+		if !dryRun(do.DryRun) && !apierrors.IsNotFound(err) {
+			c.ambiguous(ctx, "delete", obj, err)
+		}
+		return err
+	}
+	if dryRun(do.DryRun) {
+		return nil
+	}
+	k, err := c.tracker.kindOf(obj, formOf(obj))
+	if err != nil {
+		c.metrics().unrecorded("delete")
 		return &NotRecordedError{Verb: "delete", Key: client.ObjectKeyFromObject(obj), Err: err}
+	}
+	return c.recordDeletion(ctx, obj, deletionState(obj, do, k.gk))
+}
+
+// DeleteAllOf deletes every object of obj's kind that matches opts. What it
+// deleted is not answered, so it is not kept: it is counted in
+// racesafe_client_writes_unrecorded_total{verb="deleteallof"}.
+func (c *Client) DeleteAllOf(ctx context.Context, obj client.Object, opts ...client.DeleteAllOfOption) error {
+	if err := c.inner.DeleteAllOf(ctx, obj, opts...); err != nil {
+		return err
+	}
+	if !dryRun((&client.DeleteAllOfOptions{}).ApplyOptions(opts).DryRun) {
+		c.metrics().unrecorded("deleteallof")
 	}
 	return nil
 }
 
-// Status returns a writer for the status subresource that records, as
-// Update and Patch do.
+// Status returns a writer for the status subresource that keeps its
+// answers, as Update and Patch do.
 func (c *Client) Status() client.SubResourceWriter {
-	return &subResourceWriter{SubResourceWriter: c.Client.Status(), c: c, name: "status"}
+	return &subResourceClient{c: c, name: "status", inner: c.inner.SubResource("status")}
 }
 
-// SubResource returns a client for the named subresource whose Update and
-// Patch record, as the Client's do.
+// SubResource returns a client for the named subresource whose writes are
+// kept, as the Client's are.
 func (c *Client) SubResource(subResource string) client.SubResourceClient {
-	sc := c.Client.SubResource(subResource)
-	return subResourceClient{SubResourceReader: sc, subResourceWriter: &subResourceWriter{SubResourceWriter: sc, c: c, name: subResource}}
+	return &subResourceClient{c: c, name: subResource, inner: c.inner.SubResource(subResource)}
 }
 
-func (c *Client) recordWrite(ctx context.Context, verb string, obj client.Object) error {
-	if err := c.tracker.ExpectWrite(obj); err != nil {
-		return &NotRecordedError{Verb: verb, Key: client.ObjectKeyFromObject(obj), Err: err}
+func resourceVersionOf(obj client.Object) string {
+	if objcopy.IsNil(obj) {
+		return ""
+	}
+	return obj.GetResourceVersion()
+}
+
+// deletionState tells what a successful Delete of obj left, from what the
+// caller's copy says: the server does not answer a Delete with the object.
+func deletionState(obj client.Object, do *client.DeleteOptions, gk schema.GroupKind) ownState {
+	if len(obj.GetFinalizers()) > 0 || obj.GetResourceVersion() == "" {
+		return ownDeleting
+	}
+	if do.PropagationPolicy != nil && *do.PropagationPolicy == metav1.DeletePropagationForeground {
+		return ownDeleting // the server adds the foregroundDeletion finalizer
+	}
+	if gk == (schema.GroupKind{Kind: "Pod"}) {
+		return ownDeleting // graceful deletion: the kubelet removes it later
+	}
+	return ownGone
+}
+
+// recordWrite keeps obj, the server's answer to a write sent at sentRV.
+func (c *Client) recordWrite(ctx context.Context, verb string, obj client.Object, sentRV string) error {
+	key := client.ObjectKeyFromObject(obj)
+	k, err := c.tracker.kindOf(obj, formOf(obj))
+	if err != nil {
+		c.metrics().unrecorded(verb)
+		return &NotRecordedError{Verb: verb, Key: key, Err: err}
+	}
+	if key.Name == "" || !wellFormed(obj.GetResourceVersion()) {
+		c.metrics().unrecorded(verb)
+		return &NotRecordedError{Verb: verb, Key: key, Err: fmt.Errorf("the answer has no name or no valid resourceVersion: %w", ErrInvalidResourceVersion)}
+	}
+	// Removing the last finalizer of an object being deleted deletes it,
+	// and the server answers at the resourceVersion that was sent (see
+	// statusupdate's Patcher): the cache's copy at that version, finalizer
+	// included, must not count as new.
+	if obj.GetDeletionTimestamp() != nil && len(obj.GetFinalizers()) == 0 && sentRV != "" && obj.GetResourceVersion() == sentRV {
+		return c.recordDeletion(ctx, obj, ownGone)
+	}
+	gvk, err := apiutil.GVKForObject(obj, c.scheme)
+	if err != nil {
+		c.metrics().unrecorded(verb)
+		return &NotRecordedError{Verb: verb, Key: key, Err: err}
+	}
+	keep, err := objcopy.DeepCopy(obj)
+	if err != nil {
+		c.metrics().unrecorded(verb)
+		return &NotRecordedError{Verb: verb, Key: key, Err: err}
+	}
+	now := c.clock.Now()
+	c.put(sessionKey{gk: k.gk, ObjectKey: key}, &ownEntry{state: ownWritten, uid: obj.GetUID(), rv: obj.GetResourceVersion(), gvk: gvk, obj: keep, at: now}, now)
+	if c.shared {
+		if err := c.tracker.ExpectWrite(obj); err != nil {
+			return &NotRecordedError{Verb: verb, Key: key, Err: err}
+		}
 	}
 	if c.owners == nil {
 		return nil
 	}
 	if err := c.owners.WroteOwned(ctx, obj); err != nil && !notOwned(err) {
-		return &NotRecordedError{Verb: verb, Key: client.ObjectKeyFromObject(obj), Err: err}
+		return &NotRecordedError{Verb: verb, Key: key, Err: err}
 	}
 	return nil
+}
+
+func (c *Client) recordDeletion(ctx context.Context, obj client.Object, st ownState) error {
+	key := client.ObjectKeyFromObject(obj)
+	k, err := c.tracker.kindOf(obj, formOf(obj))
+	if err != nil || key.Name == "" {
+		if err == nil {
+			err = ErrNoName
+		}
+		c.metrics().unrecorded("delete")
+		return &NotRecordedError{Verb: "delete", Key: key, Err: err}
+	}
+	rv := obj.GetResourceVersion()
+	if rv != "" && !wellFormed(rv) {
+		rv = ""
+	}
+	now := c.clock.Now()
+	c.put(sessionKey{gk: k.gk, ObjectKey: key}, &ownEntry{state: st, uid: obj.GetUID(), rv: rv, at: now}, now)
+	if c.shared && rv != "" {
+		if err := c.tracker.ExpectDeletion(obj); err != nil {
+			return &NotRecordedError{Verb: "delete", Key: key, Err: err}
+		}
+	}
+	if c.owners == nil {
+		return nil
+	}
+	if err := c.owners.DeletedOwned(ctx, obj); err != nil && !notOwned(err) {
+		return &NotRecordedError{Verb: "delete", Key: key, Err: err}
+	}
+	return nil
+}
+
+func (c *Client) put(k sessionKey, e *ownEntry, now time.Time) {
+	c.s.put(k, e)
+	c.s.sweep(now)
+	c.metrics().pending.Set(float64(c.s.n.Load()))
+}
+
+// recordApplied keeps the answer decoded into an apply configuration.
+func (c *Client) recordApplied(ctx context.Context, verb string, obj runtime.ApplyConfiguration) {
+	u, err := applyAnswer(obj)
+	if err != nil {
+		c.metrics().unrecorded(verb)
+		log.FromContext(ctx).V(1).Info("write not kept", "controller", c.metrics().name, "verb", verb, "error", err.Error())
+		return
+	}
+	if err := c.recordWrite(ctx, verb, u, ""); err != nil {
+		log.FromContext(ctx).V(1).Info("write not kept", "controller", c.metrics().name, "verb", verb, "error", err.Error())
+	}
+}
+
+// isAmbiguous reports whether err leaves open whether the server applied
+// the write: it may have been applied and its answer lost.
+func isAmbiguous(err error) bool {
+	if apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err) || apierrors.IsInternalError(err) ||
+		apierrors.IsUnexpectedServerError(err) || apierrors.IsServiceUnavailable(err) {
+		return true
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) {
+		return true
+	}
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return true
+	}
+	if status, ok := err.(apierrors.APIStatus); ok && status.Status().Code >= 500 {
+		return true
+	}
+	return false
+}
+
+// ambiguous handles a failed write: when the failure leaves open whether
+// the server applied it, one live read through the APIReader tells; where
+// that is impossible, Lists of the kind in the namespace are refused until
+// the TTL, and a Get of the object is refused.
+func (c *Client) ambiguous(ctx context.Context, verb string, obj client.Object, err error) {
+	if !isAmbiguous(err) || objcopy.IsNil(obj) {
+		return
+	}
+	k, kerr := c.tracker.kindOf(obj, formOf(obj))
+	if kerr != nil {
+		c.metrics().unrecorded(verb)
+		return
+	}
+	key := client.ObjectKeyFromObject(obj)
+	now := c.clock.Now()
+	if key.Name != "" && c.apiReader != nil {
+		// The caller's context may be what ended: the read back gets a
+		// short deadline of its own.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		live, lerr := objcopy.EmptyLike(obj)
+		if lerr == nil {
+			switch gerr := c.apiReader.Get(rctx, key, live); {
+			case gerr == nil:
+				if verb == "delete" && live.GetUID() != obj.GetUID() && obj.GetUID() != "" {
+					// Our incarnation is gone; another took its name.
+					_ = c.recordDeletion(ctx, obj, ownGone)
+				}
+				_ = c.recordWrite(ctx, verb, live, "")
+				return
+			case apierrors.IsNotFound(gerr):
+				if verb == "delete" {
+					_ = c.recordDeletion(ctx, obj, ownGone)
+				}
+				// A Create, Update or Patch of an object that is not there
+				// was not applied, or was deleted since: nothing to keep.
+				return
+			}
+		}
+	}
+	if key.Name != "" {
+		c.put(sessionKey{gk: k.gk, ObjectKey: key}, &ownEntry{state: ownUnknown, uid: obj.GetUID(), rv: resourceVersionOf(obj), at: now}, now)
+	}
+	c.s.barrier(k.gk, key.Namespace, now)
+	c.metrics().pending.Set(float64(c.s.n.Load()))
+	log.FromContext(ctx).V(1).Info("write ended ambiguously; Lists of its kind are refused until the TTL",
+		"controller", c.metrics().name, "verb", verb, "kind", k.gk, "object", key, "error", err.Error())
 }
 
 // notOwned: the object is not the Owners' to track, which is not an error
@@ -229,33 +862,88 @@ func notOwned(err error) bool {
 
 func dryRun(modes []string) bool { return len(modes) > 0 }
 
+var _ client.SubResourceClient = (*subResourceClient)(nil)
+
+// subResourceClient records the writes of one subresource.
 type subResourceClient struct {
-	client.SubResourceReader
-	*subResourceWriter
+	c     *Client
+	name  string
+	inner client.SubResourceClient
 }
 
-type subResourceWriter struct {
-	client.SubResourceWriter
-	c    *Client
-	name string
+func (s *subResourceClient) Get(ctx context.Context, obj client.Object, subResource client.Object, opts ...client.SubResourceGetOption) error {
+	return s.inner.Get(ctx, obj, subResource, opts...)
 }
 
-func (s *subResourceWriter) Update(ctx context.Context, obj client.Object, opts ...client.SubResourceUpdateOption) error {
-	if err := s.SubResourceWriter.Update(ctx, obj, opts...); err != nil {
+// Create creates a subresource (an eviction, a token request). Its answer
+// is the subresource, not the parent: nothing is kept, and it is counted
+// as unrecorded.
+func (s *subResourceClient) Create(ctx context.Context, obj client.Object, subResource client.Object, opts ...client.SubResourceCreateOption) error {
+	if err := s.inner.Create(ctx, obj, subResource, opts...); err != nil {
 		return err
 	}
-	if dryRun((&client.SubResourceUpdateOptions{}).ApplyOptions(opts).DryRun) {
-		return nil
+	if !dryRun((&client.SubResourceCreateOptions{}).ApplyOptions(opts).DryRun) {
+		s.c.metrics().unrecorded("subresource_create")
 	}
-	return s.c.recordWrite(ctx, s.name+" update", obj)
+	return nil
 }
 
-func (s *subResourceWriter) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
-	if err := s.SubResourceWriter.Patch(ctx, obj, patch, opts...); err != nil {
+func (s *subResourceClient) Update(ctx context.Context, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+	o := (&client.SubResourceUpdateOptions{}).ApplyOptions(opts)
+	sent := resourceVersionOf(obj)
+	if err := s.inner.Update(ctx, obj, opts...); err != nil {
 		return err
 	}
-	if dryRun((&client.SubResourcePatchOptions{}).ApplyOptions(opts).DryRun) {
+	if dryRun(o.DryRun) {
 		return nil
 	}
-	return s.c.recordWrite(ctx, s.name+" patch", obj)
+	return s.record(ctx, "subresource_update", obj, o.SubResourceBody, sent)
+}
+
+func (s *subResourceClient) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+	o := (&client.SubResourcePatchOptions{}).ApplyOptions(opts)
+	sent := resourceVersionOf(obj)
+	if err := s.inner.Patch(ctx, obj, patch, opts...); err != nil {
+		return err
+	}
+	if dryRun(o.DryRun) {
+		return nil
+	}
+	return s.record(ctx, "subresource_patch", obj, o.SubResourceBody, sent)
+}
+
+func (s *subResourceClient) Apply(ctx context.Context, obj runtime.ApplyConfiguration, opts ...client.SubResourceApplyOption) error {
+	if err := s.inner.Apply(ctx, obj, opts...); err != nil {
+		return err
+	}
+	if !dryRun((&client.SubResourceApplyOptions{}).ApplyOpts(opts).DryRun) {
+		s.c.recordApplied(ctx, "subresource_apply", obj)
+	}
+	return nil
+}
+
+// record keeps a subresource write. With a body, the answer was decoded
+// into the body, whose resourceVersion is the parent's: the parent is kept
+// at it, by resourceVersion only, so a cache older than it is refused.
+func (s *subResourceClient) record(ctx context.Context, verb string, obj, body client.Object, sentRV string) error {
+	if body == nil {
+		return s.c.recordWrite(ctx, verb, obj, sentRV)
+	}
+	key := client.ObjectKeyFromObject(obj)
+	k, err := s.c.tracker.kindOf(obj, formOf(obj))
+	rv := body.GetResourceVersion()
+	if err != nil || key.Name == "" || !wellFormed(rv) {
+		if err == nil {
+			err = fmt.Errorf("the %s answer has no valid resourceVersion: %w", s.name, ErrInvalidResourceVersion)
+		}
+		s.c.metrics().unrecorded(verb)
+		return &NotRecordedError{Verb: verb, Key: key, Err: err}
+	}
+	now := s.c.clock.Now()
+	uid := obj.GetUID()
+	if uid == "" {
+		uid = body.GetUID()
+	}
+	s.c.put(sessionKey{gk: k.gk, ObjectKey: key}, &ownEntry{state: ownWritten, uid: uid, rv: rv, at: now}, now)
+	return nil
 }

@@ -68,3 +68,55 @@ func newTrackerMetrics(name string) trackerMetrics {
 		catchUp:   catchUpSeconds.WithLabelValues(name),
 	}
 }
+
+// The Client's vectors, by controller name: a few series per controller.
+var (
+	clientReadsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "racesafe_client_reads_total",
+		Help: "Reads through the drop-in Client, by what served them: the cache, this client's own last write, or refused as stale.",
+	}, []string{"controller", "served"})
+
+	clientCaughtUpTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "racesafe_client_caught_up_total",
+		Help: "Writes of the drop-in Client whose cache has caught up, per form read.",
+	}, []string{"controller"})
+
+	clientPending = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "racesafe_client_pending",
+		Help: "Writes the drop-in Client keeps because its cache has not shown them in every form, and not expired.",
+	}, []string{"controller"})
+
+	clientUnrecordedTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "racesafe_client_writes_unrecorded_total",
+		Help: "Successful writes of the drop-in Client that it could not keep: its reads do not serve them.",
+	}, []string{"controller", "verb"})
+)
+
+func init() {
+	metrics.Registry.MustRegister(clientReadsTotal, clientCaughtUpTotal, clientPending, clientUnrecordedTotal)
+}
+
+// clientMetrics holds one Client's series, resolved once.
+type clientMetrics struct {
+	name                string
+	cache, own, refused prometheus.Counter
+	caughtUp            prometheus.Counter
+	pending             prometheus.Gauge
+}
+
+func newClientMetrics(name string) *clientMetrics {
+	return &clientMetrics{
+		name:     name,
+		cache:    clientReadsTotal.WithLabelValues(name, "cache"),
+		own:      clientReadsTotal.WithLabelValues(name, "own_write"),
+		refused:  clientReadsTotal.WithLabelValues(name, "refused"),
+		caughtUp: clientCaughtUpTotal.WithLabelValues(name),
+		pending:  clientPending.WithLabelValues(name),
+	}
+}
+
+// unrecorded counts a write the Client could not keep. verb is one of a
+// fixed set, so the series stay bounded.
+func (m *clientMetrics) unrecorded(verb string) {
+	clientUnrecordedTotal.WithLabelValues(m.name, verb).Inc()
+}

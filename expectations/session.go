@@ -1,0 +1,389 @@
+package expectations
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// ownState is what this client knows of an object after its last write.
+type ownState uint8
+
+const (
+	// ownWritten: the object exists at rv; obj is the server's answer, or nil
+	// when only its resourceVersion is known (a subresource write with a
+	// body), in which case a cache older than rv is refused.
+	ownWritten ownState = iota
+	// ownGone: the incarnation uid is deleted; the object is NotFound.
+	ownGone
+	// ownDeleting: the incarnation uid was deleted, but finalizers (or a
+	// grace period) may keep it: gone or terminating cannot be told, so a
+	// cache that still shows it at rv or older is refused.
+	ownDeleting
+	// ownUnknown: a write ended ambiguously (a timeout, a 500, a reset
+	// connection): the server may or may not have applied it.
+	ownUnknown
+)
+
+// sessionKey names an object across kinds, as objectKey does, by the
+// GroupKind itself so that the store needs no kind numbering of its own.
+type sessionKey struct {
+	gk schema.GroupKind
+	client.ObjectKey
+}
+
+// ownEntry is this client's last write of one object.
+type ownEntry struct {
+	state ownState
+	uid   types.UID
+	// rv is well-formed, or empty where the write did not tell it (a Delete
+	// of a key-only object).
+	rv string
+	// gvk is the version obj was written at: a typed read of another
+	// version cannot be served from it.
+	gvk schema.GroupVersionKind
+	// obj is a private deep copy of the answer, never handed out.
+	obj client.Object
+	// caught holds the forms whose cache has shown rv or later; reads of
+	// those forms go to the cache alone.
+	caught form
+	at     time.Time
+}
+
+// session is the Client's store of its own writes. Reads take the read
+// lock; the count lets a Get with nothing pending skip the map.
+type session struct {
+	ttl time.Duration
+	mu  sync.RWMutex
+	m   map[sessionKey]*ownEntry
+	// barriers are (kind, namespace) pairs with an ambiguous write whose
+	// object could not be named or read back: their Lists are refused
+	// until the TTL.
+	barriers map[sessionKey]time.Time
+	n        atomic.Int64
+	// nextSweep is the UnixNano after which the next write sweeps.
+	nextSweep atomic.Int64
+}
+
+func newSession(ttl time.Duration, now time.Time) *session {
+	s := &session{ttl: ttl, m: make(map[sessionKey]*ownEntry), barriers: make(map[sessionKey]time.Time)}
+	s.nextSweep.Store(addSaturated(now.UnixNano(), ttl))
+	return s
+}
+
+// newer reports whether a write at rv a is later than one at b. An empty
+// resourceVersion is a later operation whose version was not told (a
+// Delete): it replaces what it follows.
+func newer(a, b string) bool {
+	if a == "" || b == "" {
+		return true
+	}
+	cmp, err := resourceversion.CompareResourceVersion(a, b)
+	return err == nil && cmp >= 0
+}
+
+// put records e under k unless a later write is recorded already (a late
+// response of a concurrent worker). It returns the change in the number of
+// entries.
+func (s *session) put(k sessionKey, e *ownEntry) {
+	s.mu.Lock()
+	prev, found := s.m[k]
+	switch {
+	case !found:
+		s.m[k] = e
+		s.n.Add(1)
+	case prev.state == ownUnknown || e.state == ownUnknown || newer(e.rv, prev.rv):
+		// An equal resourceVersion: the deletion of what was written wins.
+		if e.rv == prev.rv && prev.state == ownGone && e.state == ownWritten {
+			break
+		}
+		s.m[k] = e
+	}
+	s.mu.Unlock()
+}
+
+func (s *session) get(k sessionKey) *ownEntry {
+	s.mu.RLock()
+	e := s.m[k]
+	s.mu.RUnlock()
+	return e
+}
+
+// caughtUp marks form f of k caught up with e, and drops e once every form
+// has, or when its TTL has passed. It reports whether e was pending for f.
+func (s *session) caughtUp(k sessionKey, e *ownEntry, f form) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur, found := s.m[k]
+	if !found || cur != e || e.caught&f != 0 {
+		return false
+	}
+	e.caught |= f
+	if e.caught == allForms {
+		delete(s.m, k)
+		s.n.Add(-1)
+	}
+	return true
+}
+
+// drop removes e from k if it is still the one recorded.
+func (s *session) drop(k sessionKey, e *ownEntry) {
+	s.mu.Lock()
+	if cur, found := s.m[k]; found && cur == e {
+		delete(s.m, k)
+		s.n.Add(-1)
+	}
+	s.mu.Unlock()
+}
+
+func (s *session) expired(e *ownEntry, now time.Time) bool { return now.Sub(e.at) >= s.ttl }
+
+// barrier records an ambiguous write of kind gk in namespace ns.
+func (s *session) barrier(gk schema.GroupKind, ns string, now time.Time) {
+	s.mu.Lock()
+	if _, found := s.barriers[sessionKey{gk: gk, ObjectKey: client.ObjectKey{Namespace: ns}}]; !found {
+		s.n.Add(1)
+	}
+	s.barriers[sessionKey{gk: gk, ObjectKey: client.ObjectKey{Namespace: ns}}] = now
+	s.mu.Unlock()
+}
+
+// barred reports whether an ambiguous write of gk in ns (any namespace when
+// ns is empty) is younger than the TTL.
+func (s *session) barred(gk schema.GroupKind, ns string, now time.Time) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for k, at := range s.barriers {
+		if k.gk == gk && (ns == "" || k.Namespace == ns || k.Namespace == "") && now.Sub(at) < s.ttl {
+			return true
+		}
+	}
+	return false
+}
+
+// ofKind returns the entries of gk in namespace ns (every namespace when
+// ns is empty), with their keys.
+func (s *session) ofKind(gk schema.GroupKind, ns string) map[client.ObjectKey]*ownEntry {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out map[client.ObjectKey]*ownEntry
+	for k, e := range s.m {
+		if k.gk != gk || (ns != "" && k.Namespace != ns) {
+			continue
+		}
+		if out == nil {
+			out = make(map[client.ObjectKey]*ownEntry)
+		}
+		out[k.ObjectKey] = e
+	}
+	return out
+}
+
+// sweep drops entries and barriers older than the TTL, at most once per
+// TTL, on a write path: memory follows the writes of the last two TTLs.
+func (s *session) sweep(now time.Time) int {
+	next, at := s.nextSweep.Load(), now.UnixNano()
+	if at < next || !s.nextSweep.CompareAndSwap(next, addSaturated(at, s.ttl)) {
+		return 0
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	dropped := 0
+	for k, e := range s.m {
+		if now.Sub(e.at) >= s.ttl {
+			delete(s.m, k)
+			dropped++
+		}
+	}
+	for k, at := range s.barriers {
+		if now.Sub(at) >= s.ttl {
+			delete(s.barriers, k)
+			dropped++
+		}
+	}
+	s.n.Add(int64(-dropped))
+	return dropped
+}
+
+func (s *session) len() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return len(s.m) + len(s.barriers)
+}
+
+// decision is what a read of one object serves.
+type decision uint8
+
+const (
+	serveCache    decision = iota // the cache is at least as new: serve it
+	serveOwn                      // this client's last write is newer
+	serveNotFound                 // this client deleted it; the cache lags
+	serveRefused                  // newer than the cache, but not servable
+)
+
+// decide compares the cache's copy (nil for NotFound) with e.
+func decide(e *ownEntry, cached client.Object) (decision, bool) {
+	if cached == nil {
+		switch e.state {
+		case ownGone, ownDeleting:
+			return serveCache, true // NotFound is what the deletion waits for
+		case ownUnknown:
+			return serveRefused, false
+		}
+		// Our write exists on the server and the cache has not seen it (a
+		// Create not yet delivered), or another writer deleted it since:
+		// serving our write is never older than our own write, and the
+		// deletion, once delivered, wins.
+		if e.obj == nil {
+			return serveRefused, false
+		}
+		return serveOwn, false
+	}
+	seenRV, uid := cached.GetResourceVersion(), cached.GetUID()
+	if e.rv == "" {
+		// A Delete of a key-only object: the cache cannot be ordered
+		// against it.
+		if e.uid != "" && uid == e.uid && e.state == ownGone {
+			return serveNotFound, false
+		}
+		return serveRefused, false
+	}
+	cmp, err := resourceversion.CompareResourceVersion(seenRV, e.rv)
+	if err != nil {
+		return serveRefused, false
+	}
+	if !sameUID(e.uid, uid) {
+		// Another incarnation: a higher resourceVersion is a successor,
+		// a lower one a predecessor the cache has not seen replaced.
+		if cmp > 0 {
+			return serveCache, true
+		}
+		return own(e), false
+	}
+	switch e.state {
+	case ownWritten:
+		if cmp >= 0 {
+			return serveCache, true
+		}
+		return own(e), false
+	case ownGone, ownDeleting:
+		// A later version of the same incarnation is the server marking it
+		// terminating after our Delete: that is newer than anything we know.
+		if cmp > 0 && cached.GetDeletionTimestamp() != nil {
+			return serveCache, true
+		}
+		if e.state == ownGone {
+			return serveNotFound, false
+		}
+		return serveRefused, false
+	}
+	if cmp > 0 {
+		return serveCache, true
+	}
+	return serveRefused, false
+}
+
+func own(e *ownEntry) decision {
+	switch {
+	case e.state == ownGone:
+		return serveNotFound
+	case e.state == ownWritten && e.obj != nil:
+		return serveOwn
+	}
+	return serveRefused
+}
+
+// into writes a deep copy of src, written at gvk, into dst, in dst's form.
+// It fails where src cannot give dst's form: a metadata-only write read as a
+// full object, or a typed read of another version.
+func into(scheme *runtime.Scheme, src client.Object, gvk schema.GroupVersionKind, dst client.Object) error {
+	if reflect.TypeOf(src) == reflect.TypeOf(dst) {
+		if u, ok := dst.(*unstructured.Unstructured); ok && u.GetAPIVersion() != "" && u.GetAPIVersion() != gvk.GroupVersion().String() {
+			return fmt.Errorf("written at %s, read at %s", gvk.GroupVersion(), u.GetAPIVersion())
+		}
+		reflect.ValueOf(dst).Elem().Set(reflect.ValueOf(src.DeepCopyObject()).Elem())
+		return nil
+	}
+	if formOf(src) == formMetadata {
+		return fmt.Errorf("a metadata-only write cannot be read as %T", dst)
+	}
+	var m map[string]any
+	if u, ok := src.(runtime.Unstructured); ok {
+		m = runtime.DeepCopyJSON(u.UnstructuredContent())
+	} else {
+		var err error
+		if m, err = runtime.DefaultUnstructuredConverter.ToUnstructured(src); err != nil {
+			return err
+		}
+	}
+	m["apiVersion"], m["kind"] = gvk.GroupVersion().String(), gvk.Kind
+	switch d := dst.(type) {
+	case *metav1.PartialObjectMetadata:
+		want := d.GroupVersionKind()
+		var meta metav1.ObjectMeta
+		md, _ := m["metadata"].(map[string]any)
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(md, &meta); err != nil {
+			return err
+		}
+		*d = metav1.PartialObjectMetadata{ObjectMeta: meta}
+		if want.Empty() {
+			want = gvk
+		}
+		d.SetGroupVersionKind(want)
+		return nil
+	case *unstructured.Unstructured:
+		if v := d.GetAPIVersion(); v != "" && v != gvk.GroupVersion().String() {
+			return fmt.Errorf("written at %s, read at %s", gvk.GroupVersion(), v)
+		}
+		d.Object = m
+		return nil
+	}
+	if kinds, _, err := scheme.ObjectKinds(dst); err != nil || !hasGVK(kinds, gvk) {
+		return fmt.Errorf("written at %s, which %T is not", gvk, dst)
+	}
+	fresh := reflect.New(reflect.TypeOf(dst).Elem()).Interface()
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, fresh); err != nil {
+		return err
+	}
+	reflect.ValueOf(dst).Elem().Set(reflect.ValueOf(fresh).Elem())
+	// Typed objects read from a cache carry no TypeMeta.
+	dst.GetObjectKind().SetGroupVersionKind(schema.GroupVersionKind{})
+	return nil
+}
+
+func hasGVK(kinds []schema.GroupVersionKind, gvk schema.GroupVersionKind) bool {
+	for _, k := range kinds {
+		if k == gvk {
+			return true
+		}
+	}
+	return false
+}
+
+// applyAnswer turns the answer decoded into an apply configuration into an
+// unstructured object: apply configurations marshal as the object does.
+func applyAnswer(obj runtime.ApplyConfiguration) (*unstructured.Unstructured, error) {
+	raw, err := json.Marshal(obj)
+	if err != nil {
+		return nil, err
+	}
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(raw); err != nil {
+		return nil, err
+	}
+	if u.GetName() == "" || u.GetResourceVersion() == "" {
+		return nil, fmt.Errorf("the answer carries no name or resourceVersion")
+	}
+	return u, nil
+}
