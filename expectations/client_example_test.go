@@ -2,35 +2,32 @@ package expectations_test
 
 import (
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/racesafe/racesafe/expectations"
-	"github.com/racesafe/racesafe/requeue"
 )
 
-// ExampleClient ports a controller that owns what it creates: wrap its
-// client, guard the reconcile's entry, tell the builder to wake owners when
-// their children's cache catches up, and put a Floor around it all so a
-// refused read is a short requeue.
+// ExampleClient ports a controller by wrapping its client: its Gets and
+// Lists then serve its own writes, so nothing else in the reconciler or the
+// builder changes, and nothing polls settled objects. The rare refusal (a
+// write it cannot show, an ambiguous write it could not read back) is an
+// error matching ErrStale, retried as any reconcile error is.
 func ExampleClient() {
 	var mgr ctrl.Manager                       // from ctrl.NewManager
 	var r reconcile.Reconciler                 // your reconciler, built on c
 	var setClient func(c *expectations.Client) // hands c to your reconciler
 
-	owners, err := expectations.NewOwnerTracker(expectations.OwnerOptions{Name: "replicaset", For: &appsv1.ReplicaSet{}, Cache: mgr.GetCache(), Scheme: mgr.GetScheme()})
-	if err != nil {
-		panic(err)
-	}
-	c, err := expectations.NewClient(mgr.GetClient(), expectations.ClientOptions{Name: "replicaset", Owners: owners})
+	c, err := expectations.NewClient(mgr.GetClient(), expectations.ClientOptions{Name: "replicaset", APIReader: mgr.GetAPIReader()})
 	if err != nil {
 		panic(err)
 	}
 	setClient(c)
 	err = ctrl.NewControllerManagedBy(mgr).
 		For(&appsv1.ReplicaSet{}).
-		WatchesRawSource(owners.Source()).
-		Complete(requeue.Floor(c.Guard(r), requeue.FloorOptions[reconcile.Request]{Name: "replicaset"}))
+		Owns(&corev1.Pod{}).
+		Complete(r)
 	if err != nil {
 		panic(err)
 	}

@@ -63,19 +63,19 @@
 //
 // # A drop-in client
 //
-// Client wraps a controller's client.Client: every write it makes is
-// recorded with a Tracker (and, for owned objects, an OwnerTracker), its Get
-// refuses a stale object with the caller's object left untouched, and its
-// CheckOwner, called at the reconcile's entry, refuses an owner whose
-// children's cache lags. A controller that reads and writes through it
-// needs no other change than the wiring, the entry guard, and a
-// requeue.Floor that turns the refusals into short requeues:
+// Client wraps a controller's client.Client and gives it session
+// consistency (read-your-writes and monotonic reads for one client): it keeps
+// the server's answer to each of its writes until its cache has shown it,
+// and serves every Get and List from whichever is newer, the cache or its own
+// last write. It never waits and never refuses a write it can show, so the
+// incident's re-Get reads the phase it just wrote, and a List right after a
+// Create shows the child. A controller that reads and writes through it
+// changes one line:
 //
-//	c, err := expectations.NewClient(mgr.GetClient(), expectations.ClientOptions{Name: "replicaset", Owners: owners})
+//	c, err := expectations.NewClient(mgr.GetClient(), expectations.ClientOptions{Name: "replicaset", APIReader: mgr.GetAPIReader()})
 //
-// and, where the builder takes the reconciler,
-//
-//	Complete(requeue.Floor(c.Guard(r), requeue.FloorOptions[reconcile.Request]{Name: "replicaset"}))
+// With an OwnerTracker (ClientOptions.Owners), Guard checks the owner at the
+// reconcile's entry; without one, Guard returns the reconciler unchanged.
 //
 // # A new leader
 //
@@ -168,17 +168,55 @@
 //
 // A Client guarantees:
 //
-//   - Recorded: a successful Create, Update, Patch, or Status() or
-//     SubResource() Update or Patch records the server's answer; a
-//     successful Delete of an owned object records the deletion against its
-//     owner. A failed or dry-run write records nothing. A write the server
-//     took whose expectation cannot be recorded is a *NotRecordedError
-//     (errors.Is ErrNotRecorded), never a silent success.
-//   - Untouched on refusal: a Get that would go back in time returns the
-//     error, errors.Is ErrStale, and leaves the caller's object as it was.
-//   - Guarded entry: CheckOwner matches ErrStale while the owner's cached
-//     copy, or the cache of anything the client wrote for it, is older than
-//     those writes; an owner that is gone passes.
+//   - Read-your-writes: after a successful Create, Update, Patch (any patch
+//     type), server-side Apply, or Status() or SubResource() Update, Patch or
+//     Apply, a Get of the object, typed, unstructured or
+//     PartialObjectMetadata, returns the newer of the cached copy and the
+//     server's answer to that write (resourceversion.CompareResourceVersion;
+//     another UID wins only with a higher resourceVersion), as a copy the
+//     caller owns. It never blocks, and a Get with nothing pending is the
+//     cache's Get.
+//   - Deletes: after a successful Delete, a Get is NotFound until the cache
+//     shows the object gone, replaced by a later incarnation, or terminating
+//     at a later resourceVersion. Where the object may still exist (the
+//     caller's copy had finalizers or no resourceVersion, foreground
+//     propagation, a Pod's grace period), a cached copy no newer than the one
+//     deleted is refused with a *StaleError (errors.Is ErrStale). An Update or
+//     Patch that removes the last finalizer of an object being deleted, and
+//     that the server answers at the resourceVersion sent, is a deletion.
+//   - Lists: a List is the cached list with this client's writes merged in,
+//     within its namespace and label selector: created objects the cache
+//     lacks are appended sorted by namespace and name, written ones replaced
+//     by the newer answer, deleted ones removed. Where the merge cannot be
+//     computed exactly (a field selector, Limit or Continue, a write known by
+//     resourceVersion only, a deletion that may be terminating) and this
+//     client has writes of that kind pending there, the List is a
+//     *ListStaleError (errors.Is ErrStale), never a stale list. With nothing
+//     pending, it is the cache's List.
+//   - A subresource write with a body (client.WithSubResourceBody) keeps the
+//     parent at the body's resourceVersion: a cached parent older than it is
+//     refused until the cache shows it.
+//   - Ambiguous writes: a Create, Update, Patch or Delete that failed with a
+//     timeout, a 5xx or a broken connection is read back once through
+//     ClientOptions.APIReader and kept as the server has it. Without an
+//     APIReader, or for an object without a name, Lists of its kind in its
+//     namespace are refused until the TTL (AmbiguousWrites reports it).
+//   - Recorded or said: a successful write whose answer cannot be kept is a
+//     *NotRecordedError (errors.Is ErrNotRecorded), or, where the answer
+//     names no object (DeleteAllOf, a subresource Create, an Apply answer
+//     without name or resourceVersion), counted in
+//     racesafe_client_writes_unrecorded_total{controller,verb}. Dry-run and
+//     failed writes keep nothing. No write method passes through unseen:
+//     Client implements client.Client without embedding it.
+//   - Bounded: a write is dropped once every form of the cache has shown it,
+//     or after the TTL, by the read that meets it or by a sweep on the write
+//     path at most once per TTL.
+//   - Observable: racesafe_client_reads_total{controller,served="cache",
+//     "own_write" or "refused"}, racesafe_client_caught_up_total and
+//     racesafe_client_pending, per controller.
+//   - Guarded entry: CheckOwner matches ErrStale while the cache of anything
+//     the client wrote for the owner is older than those writes; an owner
+//     that is gone passes.
 //
 // # What it does not do
 //
@@ -187,9 +225,13 @@
 //     goroutine until the cache catches up, bounded only by the context; a
 //     stalled watch then holds a worker. Here the caller requeues, and the
 //     worker serves other objects.
-//   - It does not check List: a list is one snapshot of many objects; Check
-//     the items you act on, and guard the owner of what you List with an
-//     OwnerTracker.
+//   - A Tracker or a Reader does not check List: a list is one snapshot of
+//     many objects; Check the items you act on, or List through a Client,
+//     which merges its own writes in. A Client does not know what other
+//     clients wrote: another controller's writes are seen when the cache
+//     sees them.
+//   - A Client never writes into the informer's store: other readers of the
+//     cache do not see its writes early.
 //   - It does not replace optimistic locking. It makes stale reads visible to
 //     the reader; only the resourceVersion precondition of an update stops a
 //     stale write at the server, and only AlreadyExists stops a second create
