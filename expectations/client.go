@@ -219,8 +219,8 @@ func (c *Client) Get(ctx context.Context, key client.ObjectKey, obj client.Objec
 	}
 	sk := sessionKey{gk: k.gk, ObjectKey: key}
 	e := c.s.get(sk)
-	if e != nil && (e.caught&f != 0 || c.s.expired(e, c.clock.Now())) {
-		if e.caught&f == 0 {
+	if e != nil && (e.has(f) || c.s.expired(e, c.clock.Now())) {
+		if !e.has(f) {
 			c.s.drop(sk, e)
 		}
 		e = nil
@@ -248,6 +248,7 @@ func (c *Client) Get(ctx context.Context, key client.ObjectKey, obj client.Objec
 	d, caught := decide(e, cached)
 	if caught && c.s.caughtUp(sk, e, f) {
 		c.metrics().caughtUp.Inc()
+		c.metrics().pending.Set(float64(c.s.n.Load()))
 	}
 	switch d {
 	case serveCache:
@@ -374,13 +375,14 @@ func (c *Client) List(ctx context.Context, list client.ObjectList, opts ...clien
 			continue
 		}
 		delete(own, key)
-		if e.caught&f != 0 {
+		if e.has(f) {
 			merged = append(merged, item)
 			continue
 		}
 		d, caught := decide(e, o)
 		if caught && c.s.caughtUp(sessionKey{gk: gk, ObjectKey: key}, e, f) {
 			c.metrics().caughtUp.Inc()
+			c.metrics().pending.Set(float64(c.s.n.Load()))
 		}
 		switch d {
 		case serveCache:
@@ -403,7 +405,7 @@ func (c *Client) List(ctx context.Context, list client.ObjectList, opts ...clien
 	// This client's writes the cache lacks: created, not yet delivered.
 	var added []client.Object
 	for key, e := range own {
-		if e.caught&f != 0 || e.state == ownGone || e.state == ownDeleting {
+		if e.has(f) || e.state == ownGone || e.state == ownDeleting {
 			continue
 		}
 		if e.state != ownWritten || e.obj == nil {

@@ -57,9 +57,13 @@ type ownEntry struct {
 	obj client.Object
 	// caught holds the forms whose cache has shown rv or later; reads of
 	// those forms go to the cache alone.
-	caught form
+	// caught is written under the session's lock and read without it.
+	caught atomic.Uint32
 	at     time.Time
 }
+
+// has reports whether form f's cache has caught up with e.
+func (e *ownEntry) has(f form) bool { return form(e.caught.Load())&f != 0 }
 
 // session is the Client's store of its own writes. Reads take the read
 // lock; the count lets a Get with nothing pending skip the map.
@@ -126,11 +130,12 @@ func (s *session) caughtUp(k sessionKey, e *ownEntry, f form) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	cur, found := s.m[k]
-	if !found || cur != e || e.caught&f != 0 {
+	if !found || cur != e || e.has(f) {
 		return false
 	}
-	e.caught |= f
-	if e.caught == allForms {
+	caught := form(e.caught.Load()) | f
+	e.caught.Store(uint32(caught))
+	if caught == allForms {
 		delete(s.m, k)
 		s.n.Add(-1)
 	}

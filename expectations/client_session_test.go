@@ -1,0 +1,170 @@
+package expectations_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"github.com/racesafe/racesafe/expectations"
+)
+
+// memCache answers Get with a deep copy of one stored ConfigMap, as an
+// informer's cache does, and Creates by numbering resourceVersions without
+// storing: a cache that never catches up.
+func memCache(stored *corev1.ConfigMap) client.Client {
+	var rv atomic.Int64
+	rv.Store(1000)
+	return interceptor.NewClient(fake.NewClientBuilder().Build(), interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			stored.DeepCopyInto(obj.(*corev1.ConfigMap))
+			return nil
+		},
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			obj.SetResourceVersion(strconv.FormatInt(rv.Add(1), 10))
+			obj.SetUID(types.UID("u-" + obj.GetName()))
+			return nil
+		},
+		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+			obj.SetResourceVersion(strconv.FormatInt(rv.Add(1), 10))
+			return nil
+		},
+	})
+}
+
+func sessionConfigMap() *corev1.ConfigMap {
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "a", UID: "u-a", ResourceVersion: "10",
+		Labels: map[string]string{"app": "x"}}, Data: map[string]string{"phase": "Failed", "a": "b", "c": "d"}}
+}
+
+// TestClientGetWithNothingPendingAllocatesNothing: a Get with nothing
+// pending allocates nothing beyond the cache's own Get.
+func TestClientGetWithNothingPendingAllocatesNothing(t *testing.T) {
+	inner := memCache(sessionConfigMap())
+	c, err := expectations.NewClient(inner, expectations.ClientOptions{Name: "allocs"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, key, obj := t.Context(), client.ObjectKey{Namespace: "default", Name: "a"}, &corev1.ConfigMap{}
+	cacheAllocs := testing.AllocsPerRun(100, func() { _ = inner.Get(ctx, key, obj) })
+	clientAllocs := testing.AllocsPerRun(100, func() { _ = c.Get(ctx, key, obj) })
+	if clientAllocs > cacheAllocs {
+		t.Errorf("Get with nothing pending: %v allocations, the cache's Get alone %v", clientAllocs, cacheAllocs)
+	}
+}
+
+// TestClientMemoryFollowsTheLastTwoTTLs: 100,000 writes that no cache ever
+// shows are kept for at most two TTLs: the sweep on the write path drops
+// the rest.
+func TestClientMemoryFollowsTheLastTwoTTLs(t *testing.T) {
+	clock := newFakeClock()
+	ttl := time.Minute
+	c, err := expectations.NewClient(memCache(sessionConfigMap()), expectations.ClientOptions{Name: "memory", TTL: ttl, Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const writes, perStep, steps = 100_000, 1000, 10 // 10 steps per TTL
+	for i := range writes {
+		if i%perStep == 0 && i > 0 {
+			clock.Step(ttl / steps)
+		}
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: fmt.Sprintf("cm-%d", i)}}
+		if err := c.Create(t.Context(), cm); err != nil {
+			t.Fatal(err)
+		}
+		if max := 2*steps*perStep + perStep; c.Pending() > max {
+			t.Fatalf("after %d writes, %d kept; the last two TTLs hold at most %d", i+1, c.Pending(), max)
+		}
+	}
+	if c.Pending() < steps*perStep {
+		t.Errorf("only %d kept: writes younger than the TTL were dropped", c.Pending())
+	}
+}
+
+// TestClientConcurrentWorkersNeverReadBackInTime: workers writing and
+// reading the same and different objects concurrently (run with -race)
+// never read a resourceVersion older than their own last write.
+func TestClientConcurrentWorkersNeverReadBackInTime(t *testing.T) {
+	base := fake.NewClientBuilder().Build()
+	c, err := expectations.NewClient(base, expectations.ClientOptions{Name: "workers"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	for i := range 4 {
+		if err := c.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: fmt.Sprint("w", i)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			key := client.ObjectKey{Namespace: "default", Name: fmt.Sprint("w", w%4)}
+			for range 50 {
+				cm := &corev1.ConfigMap{}
+				if err := c.Get(ctx, key, cm); err != nil {
+					t.Error(err)
+					return
+				}
+				cm.Data = map[string]string{"by": fmt.Sprint(w)}
+				if err := c.Update(ctx, cm); err != nil {
+					continue // a conflict with another worker
+				}
+				got := &corev1.ConfigMap{}
+				if err := c.Get(ctx, key, got); err != nil {
+					t.Error(err)
+					return
+				}
+				if cmp, err := resourceversion.CompareResourceVersion(got.ResourceVersion, cm.ResourceVersion); err != nil || cmp < 0 {
+					t.Errorf("read %s after writing %s", got.ResourceVersion, cm.ResourceVersion)
+					return
+				}
+				var list corev1.ConfigMapList
+				if err := c.List(ctx, &list, client.InNamespace("default")); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// BenchmarkClientGet compares a Get served from the client's own write with
+// a Get of the same object from the cache alone.
+func BenchmarkClientGet(b *testing.B) {
+	key := client.ObjectKey{Namespace: "default", Name: "a"}
+	b.Run("cache", func(b *testing.B) {
+		c, _ := expectations.NewClient(memCache(sessionConfigMap()), expectations.ClientOptions{Name: "bench-cache"})
+		obj := &corev1.ConfigMap{}
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = c.Get(b.Context(), key, obj)
+		}
+	})
+	b.Run("own_write", func(b *testing.B) {
+		c, _ := expectations.NewClient(memCache(sessionConfigMap()), expectations.ClientOptions{Name: "bench-own"})
+		cm := sessionConfigMap()
+		if err := c.Update(b.Context(), cm); err != nil {
+			b.Fatal(err)
+		}
+		obj := &corev1.ConfigMap{}
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := c.Get(b.Context(), key, obj); err != nil || obj.ResourceVersion != cm.ResourceVersion {
+				b.Fatalf("%v at %s", err, obj.ResourceVersion)
+			}
+		}
+	})
+}
