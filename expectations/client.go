@@ -238,8 +238,12 @@ func (c *Client) Get(ctx context.Context, key client.ObjectKey, obj client.Objec
 	if err != nil {
 		return fmt.Errorf("get %s: %w", key, err)
 	}
+	// The cache's copy is only compared, and copied out when it wins: a
+	// shallow read spares the deep copy of an object that this client's own
+	// write replaces. fresh is never written through: its maps are the
+	// cache's.
 	var cached client.Object = fresh
-	if err := c.inner.Get(ctx, key, fresh, opts...); err != nil {
+	if err := c.inner.Get(ctx, key, fresh, append(opts[:len(opts):len(opts)], client.UnsafeDisableDeepCopy)...); err != nil {
 		if !apierrors.IsNotFound(err) {
 			return err
 		}
@@ -256,7 +260,11 @@ func (c *Client) Get(ctx context.Context, key client.ObjectKey, obj client.Objec
 			c.metrics().cache.Inc()
 			return apierrors.NewNotFound(schema.GroupResource{Group: k.gk.Group, Resource: k.gk.Kind}, key.Name)
 		}
-		setInto(obj, fresh)
+		own, ok := fresh.DeepCopyObject().(client.Object)
+		if !ok {
+			return fmt.Errorf("get %s: DeepCopyObject of %T is not an object", key, fresh)
+		}
+		setInto(obj, own)
 		c.metrics().cache.Inc()
 		return nil
 	case serveNotFound:

@@ -28,6 +28,12 @@ func memCache(stored *corev1.ConfigMap) client.Client {
 	rv.Store(1000)
 	return interceptor.NewClient(fake.NewClientBuilder().Build(), interceptor.Funcs{
 		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			for _, o := range opts {
+				if o == client.UnsafeDisableDeepCopy {
+					*obj.(*corev1.ConfigMap) = *stored // shares the maps, as the informer cache does
+					return nil
+				}
+			}
 			stored.DeepCopyInto(obj.(*corev1.ConfigMap))
 			return nil
 		},
