@@ -177,4 +177,3 @@ func TestCheckCaughtUpDoesNotAllocate(t *testing.T) {
 		})
 	}
 }
-
