@@ -53,6 +53,11 @@ func main() {
 	goroutines := flag.String("soak-goroutines", "", "soak: file for a dump of every goroutine's stack if a wave does not move")
 	heapProfile := flag.String("soak-heap-profile", "", "soak: file for a pprof heap profile written at the end, after a GC (go tool pprof -sample_index=inuse_space)")
 	flag.Parse()
+	if *heapProfile != "" {
+		// The default rate samples one allocation per 512 KiB: a few
+		// samples for a heap of a few MiB, too coarse to name its owners.
+		runtime.MemProfileRate = 4096
+	}
 	ctrl.SetLogger(zap.New(zap.Level(zapcore.ErrorLevel), zap.WriteTo(os.Stderr)))
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
