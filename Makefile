@@ -29,6 +29,13 @@ demo: envtest
 bench:
 	hack/bench.sh
 
+## bench-scale: the expectations stores at 1,000-100,000 pending and 10,000 owners x 10 children, beside kcm- and KEP-5647-style stores: time, bytes held, the sweep; one table.
+.PHONY: bench-scale
+bench-scale:
+	mkdir -p out
+	$(GO) test -run '^$$' -bench 'Scale' -benchmem -count $${COUNT:-6} ./expectations/ | tee out/bench-scale.txt
+	$(GO) run golang.org/x/perf/cmd/benchstat -col /impl -row .name,/pending,/owners,/op out/bench-scale.txt
+
 ## bench-e2e: API capacity calibration, then the delete burst through every controller on one control plane.
 bench-e2e: envtest
 	KUBEBUILDER_ASSETS="$(ASSETS)" $(GO) run ./examples/workitem/bench $(ARGS)

@@ -51,7 +51,13 @@ func main() {
 	restartEvery := flag.Duration("soak-restart-every", time.Minute, "soak: leader failover period (alternately a crash and a clean handover)")
 	apiRestartEvery := flag.Duration("soak-apiserver-restart-every", 2*time.Minute, "soak: kube-apiserver restart period; 0: none")
 	goroutines := flag.String("soak-goroutines", "", "soak: file for a dump of every goroutine's stack if a wave does not move")
+	heapProfile := flag.String("soak-heap-profile", "", "soak: file for a pprof heap profile written at the end, after a GC (go tool pprof -sample_index=inuse_space)")
 	flag.Parse()
+	if *heapProfile != "" {
+		// The default rate samples one allocation per 512 KiB: a few
+		// samples for a heap of a few MiB, too coarse to name its owners.
+		runtime.MemProfileRate = 4096
+	}
 	ctrl.SetLogger(zap.New(zap.Level(zapcore.ErrorLevel), zap.WriteTo(os.Stderr)))
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -69,6 +75,15 @@ func main() {
 	fmt.Printf("machine: %d cores, %s, GOMAXPROCS %d\n\n", runtime.NumCPU(), runtime.Version(), runtime.GOMAXPROCS(0))
 	if *soak {
 		apiServer := cfgEnv.ControlPlane.GetAPIServer()
+		// An io.Writer holding a nil *os.File would not be nil: keep both.
+		var heap *os.File
+		var heapW io.Writer
+		if *heapProfile != "" {
+			if heap, err = os.Create(*heapProfile); err != nil {
+				fail(fmt.Errorf("heap profile: %w", err))
+			}
+			heapW = heap
+		}
 		rep, err := scenario.Soak(ctx, cfg, scenario.SoakOptions{
 			Duration:              *soakFor,
 			RestartEvery:          *restartEvery,
@@ -87,7 +102,13 @@ func main() {
 			Progress:       os.Stderr,
 			Describe:       os.Stderr,
 			Goroutines:     dumpFile(*goroutines),
+			HeapProfile:    heapW,
 		})
+		if heap != nil {
+			if cerr := heap.Close(); cerr != nil && err == nil {
+				err = fmt.Errorf("close heap profile: %w", cerr)
+			}
+		}
 		if err != nil {
 			fail(err)
 		}

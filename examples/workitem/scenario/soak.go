@@ -6,6 +6,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"runtime"
+	"runtime/pprof"
 	"sync"
 	"time"
 
@@ -69,6 +70,10 @@ type SoakOptions struct {
 	// server and each replica know of its items; Goroutines, if set, gets
 	// a dump of every goroutine's stack then.
 	Describe, Goroutines io.Writer
+	// HeapProfile, if set, gets a pprof heap profile taken at the end, after
+	// the collection that HeapAfter is measured behind, so that the
+	// profile's inuse_space names the owner of each byte HeapAfter counts.
+	HeapProfile io.Writer
 }
 
 // SoakReport is what a soak run counted.
@@ -370,6 +375,13 @@ func Soak(ctx context.Context, cfg *rest.Config, o SoakOptions) (SoakReport, err
 		return runtime.NumGoroutine() <= rep.GoroutinesBefore, nil
 	})
 	rep.GoroutinesAfter, rep.HeapAfter = runtime.NumGoroutine(), liveHeap()
+	if o.HeapProfile != nil {
+		// WriteHeapProfile reports the heap as of the last collection:
+		// the one liveHeap just ran.
+		if err := pprof.WriteHeapProfile(o.HeapProfile); err != nil {
+			return rep, fmt.Errorf("write heap profile: %w", err)
+		}
+	}
 	return rep, nil
 }
 

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Tracker.Check against the kube-controller-manager-style cache.Store
+# baseline, in one run, for typed, unstructured and metadata-only objects
+# (expectations/check_forms_bench_test.go), then benchstat with the
+# implementation as the column: each row is a form and a case, the baseline
+# beside the Tracker with its confidence interval, so whether the two overlap
+# is read off the table ("~" in the vs column: no significant difference).
+# First the 0-allocation guarantees, as AllocsPerRun tests.
+#
+#   COUNT=10 hack/bench-check.sh     # the default; the figures for docs
+#   COUNT=3 hack/bench-check.sh      # a quick proof that it runs
+#
+# benchstat is a tool of the module: hack/tools/go.mod when it is there, the
+# root go.mod otherwise.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+count=${COUNT:-10}
+mkdir -p out
+go test -count=1 -run 'DoesNotAllocate$' -v ./expectations/ | grep -E '^(=== RUN|--- |ok|FAIL)'
+go test -run '^$' -bench 'Check' -benchmem -count "$count" ./expectations/ | tee out/bench-check.txt
+# Only the side-by-side benchmark has an impl key; the others (BenchmarkCheck,
+# BenchmarkCheckParallel, the OwnerTracker's) stay in the file for the record.
+grep -E '^(goos|goarch|pkg|cpu|BenchmarkCheckVsBaseline)' out/bench-check.txt > out/bench-check-vs.txt
+benchstat() {
+	if [ -f hack/tools/go.mod ]; then
+		go run -modfile=hack/tools/go.mod golang.org/x/perf/cmd/benchstat "$@"
+	else
+		go run golang.org/x/perf/cmd/benchstat "$@"
+	fi
+}
+benchstat -col /impl -row /form,/case out/bench-check-vs.txt
