@@ -27,7 +27,7 @@ func SetupWithManager(mgr ctrl.Manager, r *naive.Controller, name string, opts c
 	if err != nil {
 		return err
 	}
-	c, err := expectations.NewClient(r.Client, expectations.ClientOptions{Name: name, Owners: owners})
+	c, err := expectations.NewClient(r.Client, expectations.ClientOptions{Name: name, Owners: owners, APIReader: mgr.GetAPIReader()})
 	if err != nil {
 		return err
 	}
