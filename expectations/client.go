@@ -177,6 +177,17 @@ func (c *Client) Named(name string) *Client {
 	return c
 }
 
+// WithOwners sets the OwnerTracker c records owned writes with and that
+// CheckOwner and Guard consult, and returns c. Call it before c's first
+// use, when the owner kind is known only after NewClient (a builder's For);
+// a nil owners leaves c as it was.
+func (c *Client) WithOwners(owners *OwnerTracker) *Client {
+	if owners != nil {
+		c.owners = owners
+	}
+	return c
+}
+
 // Scheme returns the wrapped client's scheme.
 func (c *Client) Scheme() *runtime.Scheme { return c.inner.Scheme() }
 

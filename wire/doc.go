@@ -1,0 +1,55 @@
+// Package wire wires a controller to racesafe in the shape of
+// controller-runtime's builder: one chain from the manager, the same
+// methods, and a client that serves the controller's own writes.
+//
+// # The race
+//
+// A controller reads from an informer cache that learns of its own writes
+// only when the watch event arrives. A Get after a write can hand back the
+// object as it was before the write, and a List after a Create can miss the
+// child it just made. The drop-in expectations.Client closes both windows,
+// and an OwnerTracker refuses an owner whose children's cache lags; but
+// wiring them by hand takes a dozen order-sensitive lines (the tracker on
+// the For kind, the client given the tracker, the source that wakes owners,
+// the guard at the reconcile's entry, refusals turned into short requeues,
+// the controller's name given to each). Builder does it in the chain a
+// controller already has:
+//
+//	b := wire.ControllerManagedBy(mgr)
+//	r.Client = b.Client()
+//	return b.Named("workitem").
+//		For(&v1.WorkItem{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+//		Owns(&corev1.ConfigMap{}).
+//		Complete(r)
+//
+// # Guarantees
+//
+//   - One name: the controller's name (Named, or the For kind in lower case,
+//     as controller-runtime derives it) is the controller label of the
+//     Client's and the OwnerTracker's metrics.
+//   - Guarded: before the reconciler runs, the For object is read through
+//     the Client and checked with the OwnerTracker of the For kind; the
+//     OwnerTracker's Source is watched, so an owner refused because its
+//     children's cache lags is woken when it catches up.
+//   - No backoff for a cache behind: a refusal from the guard, or an error
+//     from the reconciler that matches expectations.ErrStale, ends the
+//     reconcile with RequeueAfter Options.StaleRequeue and a nil error, so
+//     the rate limiter's backoff does not grow. Every other error and result
+//     is the reconciler's, unchanged.
+//   - Strict: a nil manager, a missing For, a nil reconciler, a negative
+//     StaleRequeue, or a second Complete is an error matching ErrBuilder,
+//     never a panic.
+//
+// An owner that is gone from the cache is forgotten by the OwnerTracker
+// before the reconciler runs, which then sees the NotFound itself.
+//
+// # What it does not do
+//
+//   - It does not poll settled objects: nothing is requeued that the
+//     reconciler did not ask for, except refusals.
+//   - It does not yet prime a new leader's trackers before its first
+//     reconcile, nor finish a deletion's reconcile when the manager stops;
+//     examples/workitem/reconciler does both by hand.
+//   - It does not change the reconciler's own reads: they are as safe as the
+//     client it reads through, so assign Client() to it.
+package wire
