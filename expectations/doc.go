@@ -138,7 +138,7 @@
 //     List's, is stale as if this tracker had made the write; only that gap
 //     is recorded, and a version Prime cannot order is a
 //     *ResourceVersionError, never a guess.
-//   - Observable: on controller-runtime's metrics registry, per tracker name,
+//   - Observable: on controller-runtime's metrics registry, per controller (the tracker's Name, in the controller label),
 //     racesafe_expectations_pending, _stale_reads_total, _satisfied_total,
 //     _expired_total, _sweeps_total, and _catch_up_seconds, the informer lag
 //     seen in production.
@@ -164,7 +164,7 @@
 //   - Cheap: Check of an owner with nothing recorded does not allocate.
 //   - Observable: racesafe_owner_expectations_skips_total{owner_kind,
 //     owned_kind}, _expired_total, _cache_resource_version (best effort:
-//     integer resourceVersions only) and _catch_up_seconds, per tracker.
+//     integer resourceVersions only) and _catch_up_seconds, per controller (label controller).
 //
 // A Client guarantees:
 //

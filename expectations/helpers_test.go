@@ -45,7 +45,7 @@ func readMetric(t *testing.T, family, tracker string) metricSample {
 		}
 		for _, m := range mf.GetMetric() {
 			for _, l := range m.GetLabel() {
-				if l.GetName() != "tracker" || l.GetValue() != tracker {
+				if l.GetName() != "controller" || l.GetValue() != tracker {
 					continue
 				}
 				switch {

@@ -7,32 +7,32 @@ import (
 
 // The vectors are package-level and registered once: controller-runtime's
 // Registry refuses a second registration of the same name, and several
-// trackers (one per kind) share each vector through the "tracker" label.
+// trackers (one per kind) share each vector through the "controller" label (the tracker's Name).
 var (
 	pendingGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "racesafe_expectations_pending",
 		Help: "Expectations recorded that no form of cached read has caught up with, and not expired or forgotten.",
-	}, []string{"tracker"})
+	}, []string{"controller"})
 
 	staleReadsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "racesafe_expectations_stale_reads_total",
 		Help: "Cached reads found older than this controller's own last write.",
-	}, []string{"tracker"})
+	}, []string{"controller"})
 
 	satisfiedTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "racesafe_expectations_satisfied_total",
 		Help: "Expectations satisfied by a cached read.",
-	}, []string{"tracker"})
+	}, []string{"controller"})
 
 	expiredTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "racesafe_expectations_expired_total",
 		Help: "Expectations dropped after their TTL without being satisfied.",
-	}, []string{"tracker"})
+	}, []string{"controller"})
 
 	sweepsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "racesafe_expectations_sweeps_total",
 		Help: "Sweeps of expired expectations; at most one per TTL.",
-	}, []string{"tracker"})
+	}, []string{"controller"})
 
 	catchUpSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "racesafe_expectations_catch_up_seconds",
@@ -40,7 +40,7 @@ var (
 		// From a healthy sub-millisecond watch to the default TTL of five
 		// minutes, past which an expectation expires instead.
 		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300},
-	}, []string{"tracker"})
+	}, []string{"controller"})
 )
 
 func init() {

@@ -129,7 +129,7 @@ func testOwnerStaleUntilWatchDelivers(t *testing.T, cfg *rest.Config, direct cli
 		t.Logf("client-go store version after sync: %q", s.GetStore().LastStoreSyncResourceVersion())
 	}
 	owner := createOwner(t, direct, ns)
-	skipLabels := map[string]string{"tracker": name, "owner_kind": "ConfigMap", "owned_kind": "Secret"}
+	skipLabels := map[string]string{"controller": name, "owner_kind": "ConfigMap", "owned_kind": "Secret"}
 	skips := metricCounter(t, "racesafe_owner_expectations_skips_total", skipLabels)
 
 	gate.hold()

@@ -6,29 +6,29 @@ import (
 )
 
 // Registered once by init, shared by every OwnerTracker through the
-// "tracker" label, like the Tracker's vectors: a second MustRegister of a
+// "controller" label (the tracker's Name), like the Tracker's vectors: a second MustRegister of a
 // name would panic.
 var (
 	ownerSkipsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "racesafe_owner_expectations_skips_total",
 		Help: "Owner reconciles refused because an owned kind's cache had not seen this controller's writes.",
-	}, []string{"tracker", "owner_kind", "owned_kind"})
+	}, []string{"controller", "owner_kind", "owned_kind"})
 
 	ownerExpiredTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "racesafe_owner_expectations_expired_total",
 		Help: "Owned-kind records dropped after their TTL without the cache catching up.",
-	}, []string{"tracker", "owner_kind", "owned_kind"})
+	}, []string{"controller", "owner_kind", "owned_kind"})
 
 	ownerCacheVersion = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "racesafe_owner_expectations_cache_resource_version",
 		Help: "The owned kind's cache resourceVersion as last read, best effort: set only when it parses as an integer.",
-	}, []string{"tracker", "owned_kind"})
+	}, []string{"controller", "owned_kind"})
 
 	ownerCatchUpSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "racesafe_owner_expectations_catch_up_seconds",
 		Help:    "Time from the last recorded write of an owned kind to the check that found its cache caught up.",
 		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300},
-	}, []string{"tracker", "owned_kind"})
+	}, []string{"controller", "owned_kind"})
 )
 
 func init() {

@@ -165,12 +165,12 @@ func child(ns, name, uid, rv string) *corev1.Secret {
 
 func (f *ownerFixture) skips() float64 {
 	return metricstest.CounterValue(f.t, "racesafe_owner_expectations_skips_total",
-		map[string]string{"tracker": f.name, "owner_kind": "ConfigMap", "owned_kind": "Secret"})
+		map[string]string{"controller": f.name, "owner_kind": "ConfigMap", "owned_kind": "Secret"})
 }
 
 func (f *ownerFixture) expired() float64 {
 	return metricstest.CounterValue(f.t, "racesafe_owner_expectations_expired_total",
-		map[string]string{"tracker": f.name, "owner_kind": "ConfigMap", "owned_kind": "Secret"})
+		map[string]string{"controller": f.name, "owner_kind": "ConfigMap", "owned_kind": "Secret"})
 }
 
 // histogramCount reads the sample count of a histogram series labelled
@@ -229,7 +229,7 @@ func TestOwnerCheckIsStaleUntilTheStoreVersionCatchesUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	skips := f.skips()
-	catchUp := map[string]string{"tracker": f.name, "owned_kind": "Secret"}
+	catchUp := map[string]string{"controller": f.name, "owned_kind": "Secret"}
 	samples := histogramCount(t, "racesafe_owner_expectations_catch_up_seconds", catchUp)
 
 	err := f.tr.Check(ctx, owner)

@@ -251,7 +251,7 @@ func sweepCount(tb testing.TB, tracker string) float64 {
 		}
 		for _, m := range mf.GetMetric() {
 			for _, l := range m.GetLabel() {
-				if l.GetName() == "tracker" && l.GetValue() == tracker {
+				if l.GetName() == "controller" && l.GetValue() == tracker {
 					return m.GetCounter().GetValue()
 				}
 			}

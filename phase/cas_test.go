@@ -50,7 +50,7 @@ func TestTransitionIsCompareAndSwap(t *testing.T) {
 	opts.Transitions = map[Phase][]Phase{Failed: {Deleting}, Deleting: {Deleted}}
 	opts.Terminal = []Phase{Deleted}
 	m := mustNew(t, opts)
-	counted := counterDelta(t, "racesafe_phase_transitions_total", map[string]string{"machine": "cas", "from": "Failed", "to": "Deleting"})
+	counted := counterDelta(t, "racesafe_phase_transitions_total", map[string]string{"controller": "cas", "from": "Failed", "to": "Deleting"})
 
 	res, err := m.Reconcile(t.Context(), stale)
 	if got := getPhase(e.live(t)); got != Deleted {

@@ -30,7 +30,7 @@ func TestTransitionComputedAgainstServerCopy(t *testing.T) {
 		})
 		opts.Name = "in-place"
 		opts.Transitions = map[Phase][]Phase{Failed: {Deleting}}
-		counted := counterDelta(t, "racesafe_phase_transitions_total", map[string]string{"machine": "in-place", "from": "Failed", "to": "Deleting"})
+		counted := counterDelta(t, "racesafe_phase_transitions_total", map[string]string{"controller": "in-place", "from": "Failed", "to": "Deleting"})
 		in := e.live(t)
 		if _, err := mustNew(t, opts).Reconcile(t.Context(), in); err != nil {
 			t.Fatalf("Reconcile: %v", err)
@@ -72,7 +72,7 @@ func TestTransitionComputedAgainstServerCopy(t *testing.T) {
 		})
 		opts.Name = "stale-read"
 		opts.Transitions = map[Phase][]Phase{Pending: {Running}}
-		counted := counterDelta(t, "racesafe_phase_transitions_total", map[string]string{"machine": "stale-read", "from": "Pending", "to": "Running"})
+		counted := counterDelta(t, "racesafe_phase_transitions_total", map[string]string{"controller": "stale-read", "from": "Pending", "to": "Running"})
 		if _, err := mustNew(t, opts).Reconcile(t.Context(), e.live(t)); err != nil {
 			t.Fatalf("Reconcile: %v", err)
 		}
@@ -144,7 +144,7 @@ func TestTransitionAcknowledged(t *testing.T) {
 	})
 	opts.Name = "unacknowledged"
 	opts.Transitions = map[Phase][]Phase{Failed: {Deleting}}
-	counted := counterDelta(t, "racesafe_phase_transitions_total", map[string]string{"machine": "unacknowledged", "from": "Failed", "to": "Deleting"})
+	counted := counterDelta(t, "racesafe_phase_transitions_total", map[string]string{"controller": "unacknowledged", "from": "Failed", "to": "Deleting"})
 	_, err := mustNew(t, opts).Reconcile(t.Context(), pod)
 	if !errors.Is(err, phase.ErrPhaseNotWritten) {
 		t.Errorf("Reconcile = %v, want ErrPhaseNotWritten", err)
@@ -168,7 +168,7 @@ func TestSelfTransitionRefused(t *testing.T) {
 		t.Errorf("New with Running -> Running = %v, want ErrInvalidOptions", err)
 	}
 	opts.Transitions = nil
-	counted := counterDelta(t, "racesafe_phase_transitions_total", map[string]string{"machine": "self", "from": "Running", "to": "Running"})
+	counted := counterDelta(t, "racesafe_phase_transitions_total", map[string]string{"controller": "self", "from": "Running", "to": "Running"})
 	_, err := mustNew(t, opts).Reconcile(t.Context(), e.live(t))
 	checkSelfTransition(t, err)
 	if n := e.statusPatches.Load(); n != 0 {

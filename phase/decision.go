@@ -78,7 +78,7 @@ func TransitionWith[P ~string, T client.Object](to P, mutate func(T) error) Deci
 // runs inside the Writer's PatchObject on a copy of the object, which is
 // compare-and-swap on the pinned phase like a transition (a
 // [*PhaseMovedError] if the object moved on). It is counted in
-// racesafe_phase_releases_total{machine,from}, and the reconcile then ends
+// racesafe_phase_releases_total{controller,from}, and the reconcile then ends
 // with an empty result. mutate must not change the phase; T must be the
 // machine's object type or an interface it implements. A nil mutate is
 // [ErrInvalidDecision].

@@ -131,10 +131,10 @@
 //     never zero.
 //   - Observable: transitions are logged with from and to, releases with
 //     their phase, through log.FromContext(ctx), and counted on controller-runtime's metrics
-//     registry: racesafe_phase_transitions_total{machine,from,to} (only
-//     acknowledged transitions), racesafe_phase_releases_total{machine,from}
-//     (only acknowledged releases), racesafe_phase_unknown_total{machine,phase}
-//     and racesafe_phase_floor_total{machine,phase,reason}.
+//     registry: racesafe_phase_transitions_total{controller,from,to} (only
+//     acknowledged transitions), racesafe_phase_releases_total{controller,from}
+//     (only acknowledged releases), racesafe_phase_unknown_total{controller,phase}
+//     and racesafe_phase_floor_total{controller,phase,reason}.
 //   - Safe with nil: a nil object is [ErrNilObject], not a panic.
 //
 // # What it does not do

@@ -152,7 +152,7 @@ func TestIncidentReplayed(t *testing.T) {
 			m := mustNew(t, opts)
 			var counted []func() float64
 			for _, tr := range [][2]Phase{{Failed, Deleting}, {Deleting, Deleted}} {
-				labels := map[string]string{"machine": opts.Name, "from": string(tr[0]), "to": string(tr[1])}
+				labels := map[string]string{"controller": opts.Name, "from": string(tr[0]), "to": string(tr[1])}
 				counted = append(counted, counterDelta(t, "racesafe_phase_transitions_total", labels))
 			}
 

@@ -200,7 +200,7 @@ func TestIntegrationWritesAreCompareAndSwap(t *testing.T) {
 			Failed:   itemDecide(phase.Transition(Deleting)),
 			Deleting: itemDecide(release),
 		})
-		released := counterDelta(t, "racesafe_phase_releases_total", map[string]string{"machine": "it-release", "from": "Deleting"})
+		released := counterDelta(t, "racesafe_phase_releases_total", map[string]string{"controller": "it-release", "from": "Deleting"})
 		before := s.patches.Load()
 		if res, err := m.Reconcile(t.Context(), s.get(t, "release")); err != nil || !res.IsZero() {
 			t.Fatalf("Reconcile = %+v, %v; want an empty result", res, err)

@@ -87,7 +87,7 @@ type Options[T client.Object, P ~string] struct {
 	// instance a phase written by a newer version of the controller. Its
 	// decisions are treated as any handler's. When nil, the machine requeues
 	// after Interval. Either way, the phase is logged and counted in
-	// racesafe_phase_unknown_total{machine,phase}; an unknown phase never
+	// racesafe_phase_unknown_total{controller,phase}; an unknown phase never
 	// ends a reconcile with an empty result.
 	Unknown Handler[T, P]
 

@@ -78,7 +78,7 @@ func TestDecisions(t *testing.T) {
 			opts.Terminal = []Phase{Deleted}
 			floors := map[string]func() float64{}
 			for _, reason := range []string{"done", "unnamed wait", "max steps"} {
-				labels := map[string]string{"machine": opts.Name, "phase": string(tt.phase), "reason": reason}
+				labels := map[string]string{"controller": opts.Name, "phase": string(tt.phase), "reason": reason}
 				floors[reason] = counterDelta(t, "racesafe_phase_floor_total", labels)
 			}
 			res, err := mustNew(t, opts).Reconcile(t.Context(), e.live(t))
@@ -161,7 +161,7 @@ func TestChainBound(t *testing.T) {
 	opts.Name = "cycle"
 	opts.Transitions = map[Phase][]Phase{Pending: {Running}, Running: {Pending}}
 	opts.MaxSteps = 3
-	labels := map[string]string{"machine": "cycle", "phase": "Running", "reason": "max steps"}
+	labels := map[string]string{"controller": "cycle", "phase": "Running", "reason": "max steps"}
 	floored := counterDelta(t, "racesafe_phase_floor_total", labels)
 	res, err := mustNew(t, opts).Reconcile(t.Context(), e.live(t))
 	if err != nil || res.RequeueAfter != 7*time.Second {
@@ -199,13 +199,13 @@ func TestUnknownPhase(t *testing.T) {
 		e := newEnv(t, newPod("Mystery"))
 		opts := podOptions(e.writer, handlerMap{Running: decide(phase.Done(), nil)})
 		opts.Name = "unknown-default"
-		unknown := counterDelta(t, "racesafe_phase_unknown_total", map[string]string{"machine": opts.Name, "phase": "Mystery"})
+		unknown := counterDelta(t, "racesafe_phase_unknown_total", map[string]string{"controller": opts.Name, "phase": "Mystery"})
 		res, err := mustNew(t, opts).Reconcile(t.Context(), e.live(t))
 		if err != nil || res != (reconcile.Result{RequeueAfter: 7 * time.Second}) {
 			t.Errorf("Reconcile = %+v, %v; want RequeueAfter 7s", res, err)
 		}
 		if got := unknown(); got != 1 {
-			t.Errorf("racesafe_phase_unknown_total{machine=%q} grew by %v, want 1", opts.Name, got)
+			t.Errorf("racesafe_phase_unknown_total{controller=%q} grew by %v, want 1", opts.Name, got)
 		}
 	})
 	t.Run("empty phase without handler is unknown too", func(t *testing.T) {
@@ -222,7 +222,7 @@ func TestUnknownPhase(t *testing.T) {
 		var saw Phase
 		opts := podOptions(e.writer, handlerMap{Running: decide(phase.Done(), nil)})
 		opts.Name = "unknown-custom"
-		unknown := counterDelta(t, "racesafe_phase_unknown_total", map[string]string{"machine": opts.Name, "phase": "Mystery"})
+		unknown := counterDelta(t, "racesafe_phase_unknown_total", map[string]string{"controller": opts.Name, "phase": "Mystery"})
 		opts.Unknown = func(_ context.Context, s *phase.Step[*corev1.Pod, Phase]) (phase.Decision, error) {
 			saw = s.Phase()
 			return phase.RequeueAfter(time.Minute), nil
@@ -232,7 +232,7 @@ func TestUnknownPhase(t *testing.T) {
 			t.Errorf("Reconcile = %+v, %v, handler saw %q; want RequeueAfter 1m from the Unknown handler in Mystery", res, err, saw)
 		}
 		if got := unknown(); got != 1 {
-			t.Errorf("racesafe_phase_unknown_total{machine=%q} grew by %v, want 1", opts.Name, got)
+			t.Errorf("racesafe_phase_unknown_total{controller=%q} grew by %v, want 1", opts.Name, got)
 		}
 	})
 	t.Run("custom handler that is done is floored", func(t *testing.T) {
@@ -249,14 +249,14 @@ func TestUnknownPhase(t *testing.T) {
 		e := newEnv(t, newPod(Deleted))
 		opts := podOptions(e.writer, handlerMap{Running: decide(phase.Done(), nil)})
 		opts.Name = "unknown-terminal"
-		unknown := counterDelta(t, "racesafe_phase_unknown_total", map[string]string{"machine": opts.Name, "phase": "Deleted"})
+		unknown := counterDelta(t, "racesafe_phase_unknown_total", map[string]string{"controller": opts.Name, "phase": "Deleted"})
 		opts.Terminal = []Phase{Deleted}
 		res, err := mustNew(t, opts).Reconcile(t.Context(), e.live(t))
 		if err != nil || !res.IsZero() {
 			t.Errorf("Reconcile = %+v, %v; want an empty result", res, err)
 		}
 		if got := unknown(); got != 0 {
-			t.Errorf("racesafe_phase_unknown_total{machine=%q} grew by %v, want 0", opts.Name, got)
+			t.Errorf("racesafe_phase_unknown_total{controller=%q} grew by %v, want 0", opts.Name, got)
 		}
 	})
 }

@@ -55,7 +55,7 @@ func TestReleaseEndsTheFlow(t *testing.T) {
 		Failed:   decide(phase.Transition(Deleting), nil),
 		Deleting: decide(phase.Release(removeFinalizer), nil),
 	})
-	released := counterDelta(t, "racesafe_phase_releases_total", map[string]string{"machine": "release", "from": "Deleting"})
+	released := counterDelta(t, "racesafe_phase_releases_total", map[string]string{"controller": "release", "from": "Deleting"})
 	var (
 		mu    sync.Mutex
 		lines []string
@@ -105,7 +105,7 @@ func TestReleaseIsCompareAndSwap(t *testing.T) {
 		Failed:   decide(phase.Release(removeFinalizer), nil),
 		Deleting: decide(phase.WaitForEvent("uninstall job finishes"), nil),
 	})
-	released := counterDelta(t, "racesafe_phase_releases_total", map[string]string{"machine": "release-cas", "from": "Failed"})
+	released := counterDelta(t, "racesafe_phase_releases_total", map[string]string{"controller": "release-cas", "from": "Failed"})
 	_, err := mustNew(t, opts).Reconcile(t.Context(), stale)
 	var pm *phase.PhaseMovedError
 	if !errors.As(err, &pm) || !pm.Release || pm.From != "Failed" || pm.Live != "Deleting" {
@@ -174,7 +174,7 @@ func TestReleaseRefused(t *testing.T) {
 			if tt.writer != nil {
 				opts.Writer = tt.writer
 			}
-			released := counterDelta(t, "racesafe_phase_releases_total", map[string]string{"machine": opts.Name, "from": "Deleting"})
+			released := counterDelta(t, "racesafe_phase_releases_total", map[string]string{"controller": opts.Name, "from": "Deleting"})
 			_, err := mustNew(t, opts).Reconcile(t.Context(), e.live(t))
 			for _, want := range tt.want {
 				if !errors.Is(err, want) {
@@ -208,7 +208,7 @@ func TestReleaseRemovalAnswer(t *testing.T) {
 		Deleting: decide(phase.Release(removeFinalizer), nil),
 	})
 	opts.Writer = asServer
-	released := counterDelta(t, "racesafe_phase_releases_total", map[string]string{"machine": opts.Name, "from": "Deleting"})
+	released := counterDelta(t, "racesafe_phase_releases_total", map[string]string{"controller": opts.Name, "from": "Deleting"})
 	if res, err := mustNew(t, opts).Reconcile(t.Context(), e.live(t)); err != nil || !res.IsZero() {
 		t.Fatalf("Reconcile = %+v, %v; want an empty result", res, err)
 	}

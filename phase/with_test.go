@@ -33,7 +33,7 @@ func TestTransitionWithIsOneWrite(t *testing.T) {
 	})
 	opts.Name = "with"
 	opts.Transitions = map[Phase][]Phase{Failed: {Deleting}}
-	counted := counterDelta(t, "racesafe_phase_transitions_total", map[string]string{"machine": "with", "from": "Failed", "to": "Deleting"})
+	counted := counterDelta(t, "racesafe_phase_transitions_total", map[string]string{"controller": "with", "from": "Failed", "to": "Deleting"})
 	if _, err := mustNew(t, opts).Reconcile(t.Context(), in); err != nil {
 		t.Fatalf("Reconcile: %v", err)
 	}
@@ -123,7 +123,7 @@ func TestTransitionWithRefused(t *testing.T) {
 			})
 			opts.Name = "with-refused"
 			opts.Transitions = map[Phase][]Phase{Failed: {Deleting}}
-			counted := counterDelta(t, "racesafe_phase_transitions_total", map[string]string{"machine": opts.Name, "from": "Failed", "to": "Deleting"})
+			counted := counterDelta(t, "racesafe_phase_transitions_total", map[string]string{"controller": opts.Name, "from": "Failed", "to": "Deleting"})
 			_, err := mustNew(t, opts).Reconcile(t.Context(), e.live(t))
 			for _, want := range tt.want {
 				if !errors.Is(err, want) {

@@ -57,7 +57,7 @@
 //   - Floor: [Floor] wraps any reconciler. An empty result with no error for
 //     a request that its Settled function reports unsettled is replaced by a
 //     requeue after the Interval, logged through the context's logger and
-//     counted in racesafe_requeue_floor_total{name,reason} on
+//     counted in racesafe_requeue_floor_total{controller,reason} on
 //     controller-runtime's metrics registry. A nil Settled reports every
 //     request unsettled; an error from Settled is returned wrapped, so the
 //     request is retried rather than dropped. Errors and explicit requeues

@@ -64,7 +64,7 @@ type FloorReconciler[Req comparable] struct {
 // that is not settled. When r returns an empty result and a nil error, Floor
 // asks opts.Settled about the request; unless it is settled, Floor returns
 // RequeueAfter opts.Interval instead, logs it and counts it in
-// racesafe_requeue_floor_total{name,reason}. An error from r and a result
+// racesafe_requeue_floor_total{controller,reason}. An error from r and a result
 // that already requeues pass through untouched, without calling Settled.
 //
 // An error that errors.Is expectations.ErrStale becomes a requeue after

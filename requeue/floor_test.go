@@ -74,7 +74,7 @@ func TestFloor(t *testing.T) {
 			reasons := []string{"Deleting", "Failed", "", ReasonUnspecified, ReasonNoSettledFunc}
 			before := make(map[string]float64, len(reasons))
 			for _, reason := range reasons {
-				before[reason] = counterValue(t, "racesafe_requeue_floor_total", map[string]string{"name": name, "reason": reason})
+				before[reason] = counterValue(t, "racesafe_requeue_floor_total", map[string]string{"controller": name, "reason": reason})
 			}
 			res, err := Floor(inner, opts).Reconcile(t.Context(), "item")
 
@@ -92,9 +92,9 @@ func TestFloor(t *testing.T) {
 				if reason == tt.wantReason && tt.wantReason != "" {
 					want = 1
 				}
-				got := counterValue(t, "racesafe_requeue_floor_total", map[string]string{"name": name, "reason": reason}) - before[reason]
+				got := counterValue(t, "racesafe_requeue_floor_total", map[string]string{"controller": name, "reason": reason}) - before[reason]
 				if got != want {
-					t.Errorf("racesafe_requeue_floor_total{name=%q,reason=%q} rose by %v, want %v", name, reason, got, want)
+					t.Errorf("racesafe_requeue_floor_total{controller=%q,reason=%q} rose by %v, want %v", name, reason, got, want)
 				}
 			}
 		})
@@ -114,7 +114,7 @@ func TestFloorReadsIntervalAtCallTime(t *testing.T) {
 		},
 	})
 	req := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "default", Name: "item"}}
-	labels := map[string]string{"name": "floor-interval", "reason": "Pending"}
+	labels := map[string]string{"controller": "floor-interval", "reason": "Pending"}
 	before := counterValue(t, "racesafe_requeue_floor_total", labels)
 	for _, want := range []time.Duration{time.Second, time.Minute} {
 		d = want
@@ -195,7 +195,7 @@ func TestFloorTurnsStaleErrorsIntoShortRequeues(t *testing.T) {
 				return reconcile.Result{}, stale
 			}), FloorOptions[key]{Name: name, StaleAfter: tt.staleAfter,
 				Settled: func(context.Context, key) (bool, string, error) { asked = true; return true, "", nil }})
-			before := counterValue(t, "racesafe_requeue_floor_stale_total", map[string]string{"name": name})
+			before := counterValue(t, "racesafe_requeue_floor_stale_total", map[string]string{"controller": name})
 			res, err := f.Reconcile(context.Background(), "a")
 			if err != nil || res.RequeueAfter != tt.want {
 				t.Fatalf("Reconcile = %+v, %v; want RequeueAfter %v, nil", res, err, tt.want)
@@ -203,7 +203,7 @@ func TestFloorTurnsStaleErrorsIntoShortRequeues(t *testing.T) {
 			if asked {
 				t.Error("Settled was asked about a stale read")
 			}
-			if d := counterValue(t, "racesafe_requeue_floor_stale_total", map[string]string{"name": name}) - before; d != 1 {
+			if d := counterValue(t, "racesafe_requeue_floor_stale_total", map[string]string{"controller": name}) - before; d != 1 {
 				t.Errorf("racesafe_requeue_floor_stale_total grew by %v, want 1", d)
 			}
 		})

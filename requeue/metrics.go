@@ -11,14 +11,14 @@ import (
 var floorTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Name: "racesafe_requeue_floor_total",
 	Help: "Empty reconcile results replaced by a requeue because the object was not settled, by Floor name and reason.",
-}, []string{"name", "reason"})
+}, []string{"controller", "reason"})
 
 // floorStaleTotal counts the stale-read errors Floor turned into a short
 // requeue: how often the cache was behind this controller's own writes.
 var floorStaleTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Name: "racesafe_requeue_floor_stale_total",
 	Help: "Stale-read errors (expectations.ErrStale) Floor turned into a short requeue, by Floor name.",
-}, []string{"name"})
+}, []string{"controller"})
 
 func init() {
 	metrics.Registry.MustRegister(floorTotal, floorStaleTotal)

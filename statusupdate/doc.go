@@ -99,7 +99,8 @@
 //     another UID, is a deletion; found is a write.
 //   - Observable: writes are logged with their patch body at V(1) through
 //     log.FromContext(ctx), no-ops as "unchanged, nothing sent"; every attempt is
-//     counted in racesafe_statusupdate_patches_total on controller-runtime's
+//     counted in racesafe_statusupdate_patches_total{controller,target,result}
+//     (controller: Options.Name) on controller-runtime's
 //     metrics.Registry.
 //
 // # What it deliberately does not do

@@ -25,20 +25,21 @@ const (
 // metrics endpoint serves it with no wiring by the caller.
 var patchesTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Name: "racesafe_statusupdate_patches_total",
-	Help: "Patch attempts by the statusupdate Patcher, by target (status or object) and result (written, unchanged, conflict, error).",
-}, []string{"target", "result"})
+	Help: "Patch attempts by the statusupdate Patcher, by controller, target (status or object) and result (written, unchanged, conflict, error).",
+}, []string{"controller", "target", "result"})
 
 func init() {
 	metrics.Registry.MustRegister(patchesTotal)
-	// Create every series at 0, so that a rate() over a counter that has not
-	// moved yet returns 0 rather than no data.
-	for _, target := range []string{targetStatus, targetObject} {
-		for _, result := range []string{resultWritten, resultUnchanged, resultConflict, resultError} {
-			patchesTotal.WithLabelValues(target, result)
-		}
-	}
 }
 
-func observe(target, result string) {
-	patchesTotal.WithLabelValues(target, result).Inc()
+// controllerName is the controller label of a Patcher named name.
+func controllerName(name string) string {
+	if name == "" {
+		return "default"
+	}
+	return name
+}
+
+func observe(controller, target, result string) {
+	patchesTotal.WithLabelValues(controller, target, result).Inc()
 }

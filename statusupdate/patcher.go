@@ -68,6 +68,10 @@ type Options struct {
 
 	// FieldOwner, when set, is sent as the field manager of every patch.
 	FieldOwner string
+
+	// Name is the controller label of the Patcher's metrics: the name of the
+	// controller it writes for. "default" when empty.
+	Name string
 }
 
 // Patcher writes objects of type T with a merge patch computed from the object
@@ -81,6 +85,7 @@ type Patcher[T client.Object] struct {
 	optimisticLock bool
 	recorder       Recorder
 	fieldOwner     string
+	name           string
 }
 
 // New returns a Patcher that writes through c and, after a conflict, reads the
@@ -99,6 +104,7 @@ func New[T client.Object](c Client, apiReader client.Reader, opts Options) *Patc
 		optimisticLock: !opts.DisableOptimisticLock,
 		recorder:       opts.Expectations,
 		fieldOwner:     opts.FieldOwner,
+		name:           controllerName(opts.Name),
 	}
 }
 
@@ -197,11 +203,11 @@ func (p *Patcher[T]) run(ctx context.Context, tgt target, obj T, mutate func(T) 
 		}
 		switch {
 		case err == nil && body == nil:
-			observe(tgt.label, resultUnchanged)
+			observe(p.name, tgt.label, resultUnchanged)
 			logger.V(1).Info("unchanged, nothing sent", "resourceVersion", base.GetResourceVersion())
 			return base, nil
 		case err == nil:
-			observe(tgt.label, resultWritten)
+			observe(p.name, tgt.label, resultWritten)
 			logger.V(1).Info("patched", "patch", string(body), "attempt", sent,
 				"resourceVersion", written.GetResourceVersion())
 			if err := p.record(ctx, written, base.GetResourceVersion()); err != nil {
@@ -214,14 +220,14 @@ func (p *Patcher[T]) run(ctx context.Context, tgt target, obj T, mutate func(T) 
 			// the server refused the patch for another reason than a
 			// conflict: neither gets better by trying again. A 409 that
 			// mutate returns is mutate's answer, not the server's.
-			observe(tgt.label, resultError)
+			observe(p.name, tgt.label, resultError)
 			if body != nil && tgt.subresource != "" && apierrors.IsNotFound(err) {
 				err = p.checkSubresource(ctx, tgt.subresource, base, err)
 			}
 			return zero, fail(err)
 		}
 
-		observe(tgt.label, resultConflict)
+		observe(p.name, tgt.label, resultConflict)
 		if backoff.Steps <= 1 {
 			return zero, fail(&ConflictError{Key: client.ObjectKeyFromObject(obj), Attempts: sent, Err: err})
 		}
@@ -244,7 +250,7 @@ func (p *Patcher[T]) run(ctx context.Context, tgt target, obj T, mutate func(T) 
 			return zero, fail(fmt.Errorf("%w: %w", ErrInvalidObject, err))
 		}
 		if err := p.apiReader.Get(ctx, client.ObjectKeyFromObject(obj), fresh); err != nil {
-			observe(tgt.label, resultError)
+			observe(p.name, tgt.label, resultError)
 			return zero, fail(fmt.Errorf("re-read after conflict: %w", err))
 		}
 		// The server showed fresh: a cache copy older than it is stale, even

@@ -132,7 +132,7 @@ func New(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		scheme:    mgr.GetScheme(),
 		reader:    expectations.NewReader(mgr.GetClient(), tracker),
 		tracker:   tracker,
-		patcher:   statusupdate.New[*v1.WorkItem](mgr.GetClient(), mgr.GetAPIReader(), statusupdate.Options{Expectations: tracker}),
+		patcher:   statusupdate.New[*v1.WorkItem](mgr.GetClient(), mgr.GetAPIReader(), statusupdate.Options{Name: "workitem", Expectations: tracker}),
 		installer: opts.Installer,
 		stale:     opts.StaleRequeue,
 		finish:    opts.FinishTimeout,
