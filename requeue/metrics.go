@@ -10,14 +10,14 @@ import (
 // says which state it was in.
 var floorTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Name: "racesafe_requeue_floor_total",
-	Help: "Empty reconcile results replaced by a requeue because the object was not settled, by Floor name and reason.",
+	Help: "Empty reconcile results replaced by a requeue because the object was not settled, by controller (the Floor's Name) and reason.",
 }, []string{"controller", "reason"})
 
 // floorStaleTotal counts the stale-read errors Floor turned into a short
 // requeue: how often the cache was behind this controller's own writes.
 var floorStaleTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Name: "racesafe_requeue_floor_stale_total",
-	Help: "Stale-read errors (expectations.ErrStale) Floor turned into a short requeue, by Floor name.",
+	Help: "Stale-read errors (expectations.ErrStale) Floor turned into a short requeue, by controller (the Floor's Name).",
 }, []string{"controller"})
 
 func init() {
