@@ -1,7 +1,6 @@
 // Command workitem runs the WorkItem controller of the incident.
 //
-// With no kubeconfig (no --kubeconfig flag, no KUBECONFIG, not in a cluster)
-// it is the demo: it starts an embedded control plane (envtest, with the
+// By default, whatever KUBECONFIG says, it is the demo: it starts an embedded control plane (envtest, with the
 // binaries `make envtest` builds), installs the WorkItem CRD, and replays the
 // incident: WorkItems are created (each install creating one child ConfigMap
 // from a cached List), driven to Failed, and deleted in one burst while the
@@ -11,8 +10,11 @@
 // ran twice, all counted on the API server, and exits 0 only when the racesafe
 // controller deleted every item and duplicated or left no child.
 //
-// With a kubeconfig, or in a cluster, it runs the racesafe controller as an
-// ordinary manager, with metrics, health probes and leader election.
+// The demo never reads KUBECONFIG: it writes only to the control plane it
+// starts. Only with --cluster does it run the racesafe controller as an
+// ordinary manager (metrics, health probes, leader election) against the
+// cluster that --kubeconfig, KUBECONFIG or the in-cluster config names, and
+// it first prints which cluster that is.
 package main
 
 import (
@@ -59,6 +61,7 @@ type flags struct {
 	metricsAddr, probeAddr string
 	leaderElect            bool
 	syncInterval           time.Duration
+	cluster                bool
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -74,6 +77,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.metricsAddr, "metrics-bind-address", ":8080", "cluster mode: metrics endpoint address (0 disables)")
 	fs.StringVar(&f.probeAddr, "health-probe-bind-address", ":8081", "cluster mode: health probe address")
 	fs.BoolVar(&f.leaderElect, "leader-elect", false, "cluster mode: enable leader election")
+	fs.BoolVar(&f.cluster, "cluster", false, "run the controller against a real cluster (--kubeconfig, KUBECONFIG or in-cluster) instead of the demo")
 	fs.DurationVar(&f.syncInterval, "sync-status-check-interval", settings.Default.SyncStatusCheckInterval, "requeue interval for unsettled items")
 	// controller-runtime registers --kubeconfig on the default FlagSet.
 	if kf := flag.CommandLine.Lookup("kubeconfig"); kf != nil {
@@ -91,9 +95,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	if clusterMode(fs) {
+	if f.cluster {
 		ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
-		if err := runManager(ctx, f); err != nil {
+		if err := runManager(ctx, f, stderr); err != nil {
 			fmt.Fprintln(stderr, "error:", err)
 			return 1
 		}
@@ -110,17 +114,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return runDemo(ctx, f, stdout, stderr)
 }
 
-func clusterMode(fs *flag.FlagSet) bool {
-	if kf := fs.Lookup("kubeconfig"); kf != nil && kf.Value.String() != "" {
-		return true
-	}
-	return os.Getenv("KUBECONFIG") != "" || os.Getenv("KUBERNETES_SERVICE_HOST") != ""
-}
-
-func runManager(ctx context.Context, f flags) error {
+func runManager(ctx context.Context, f flags, stderr io.Writer) error {
 	cfgs := &settings.Manager{}
 	cfgs.Set(settings.Settings{SyncStatusCheckInterval: f.syncInterval})
-	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+	restCfg, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("--cluster: no cluster config: %w", err)
+	}
+	// Say where the writes go before the first one: a kubeconfig can point
+	// anywhere, and this creates and deletes objects.
+	fmt.Fprintf(stderr, "cluster mode: writing to %s\n", restCfg.Host)
+	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
 		Scheme:                 scenario.Scheme(),
 		Metrics:                metricsserver.Options{BindAddress: f.metricsAddr},
 		HealthProbeBindAddress: f.probeAddr,

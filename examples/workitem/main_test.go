@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -18,14 +19,20 @@ func TestDemo(t *testing.T) {
 		}
 		t.Skipf("skipping the demo: %v", err)
 	}
-	// Never reach a real cluster from a test.
-	t.Setenv("KUBECONFIG", "")
-	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	// The demo must never read KUBECONFIG: point it, and the in-cluster
+	// variables, at a loopback port where nothing listens. A demo that used
+	// them would fail to reach its API server.
+	t.Setenv("KUBECONFIG", unreachableKubeconfig(t))
+	t.Setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1")
+	t.Setenv("KUBERNETES_SERVICE_PORT", "1")
 	var stdout bytes.Buffer
 	var stderr lockedBuffer // controller logs are written from every worker
 	code := run([]string{"--items", "12", "--timeout", "4s"}, &stdout, &stderr)
 	if code != 0 {
 		t.Fatalf("exit code %d, want 0\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "starting an embedded control plane") {
+		t.Errorf("the demo did not start its embedded control plane:\n%s", stderr.String())
 	}
 	rows := map[string][]string{}
 	for _, line := range strings.Split(stdout.String(), "\n") {
@@ -69,5 +76,44 @@ func TestDemoRejectsUnknownController(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), "--controller must be") {
 		t.Fatalf("stderr %q does not say what --controller takes", stderr.String())
+	}
+}
+
+// unreachableKubeconfig writes a kubeconfig whose only cluster is a loopback
+// port where nothing listens.
+func unreachableKubeconfig(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	const cfg = `apiVersion: v1
+kind: Config
+clusters:
+- name: nowhere
+  cluster:
+    server: https://127.0.0.1:1
+contexts:
+- name: nowhere
+  context:
+    cluster: nowhere
+    user: nobody
+current-context: nowhere
+users:
+- name: nobody
+  user:
+    token: not-a-token
+`
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestClusterModeOnlyOnTheFlag: --cluster, and nothing else, leaves the
+// demo for a real cluster, and says which cluster before it writes.
+func TestClusterModeOnlyOnTheFlag(t *testing.T) {
+	t.Setenv("KUBECONFIG", filepath.Join(t.TempDir(), "missing"))
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"--cluster"}, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "--cluster: no cluster config") {
+		t.Fatalf("--cluster with a missing kubeconfig: exit %d, stderr %q; want 1 and the config error", code, stderr.String())
 	}
 }
