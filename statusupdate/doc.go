@@ -54,6 +54,13 @@
 //     is the number of patches sent, every one answered 409;
 //     errors.Is(err, [ErrConflictRetriesExhausted]) and apierrors.IsConflict(err)
 //     both hold.
+//   - One incarnation: when the object re-read after a conflict has another
+//     UID than the caller's (the caller's was deleted and a new object of its
+//     name created), the call stops with an [*IncarnationError],
+//     errors.Is(err, [ErrIncarnation]), and nothing is written to the new
+//     object, however alike the two are. The first patch cannot reach the new
+//     object either while the optimistic lock is on: it carries the old
+//     object's resourceVersion. An object without a UID matches any.
 //   - Mutate errors end the call: an error returned by mutate ends the call at
 //     once. Nothing more is sent and nothing is retried, even if the error is
 //     itself a 409 Conflict; it is returned wrapped with %w, so errors.As finds

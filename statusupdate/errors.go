@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -32,6 +33,11 @@ var (
 	// ErrConflictRetriesExhausted matches, through errors.Is, a [*ConflictError]:
 	// every attempt the backoff allowed ended in 409 Conflict.
 	ErrConflictRetriesExhausted = errors.New("conflict retries exhausted")
+
+	// ErrIncarnation matches, through errors.Is, an [*IncarnationError]: the
+	// object of that name on the server is another incarnation (another
+	// UID) than the one the caller holds, so nothing was written to it.
+	ErrIncarnation = errors.New("another incarnation of the object")
 
 	// ErrNoResourceVersion is returned when optimistic locking is on and the
 	// object has no resourceVersion to use as a precondition: it was not read
@@ -102,3 +108,25 @@ func (e *SubresourceError) Error() string {
 func (e *SubresourceError) Is(target error) bool {
 	return target == ErrNoStatusSubresource && e.Subresource == subresourceStatus
 }
+
+// IncarnationError reports that after a conflict the API server held another
+// object under the caller's name: the caller's was deleted and a new one
+// (another UID) created. A write meant for the old incarnation is never
+// applied to the new one; the Patcher stops and writes nothing. It matches
+// [ErrIncarnation] with errors.Is.
+type IncarnationError struct {
+	// Key is the name both incarnations share.
+	Key client.ObjectKey
+	// Want is the UID of the object the caller holds.
+	Want types.UID
+	// Got is the UID the API server holds under Key.
+	Got types.UID
+}
+
+// Error implements error.
+func (e *IncarnationError) Error() string {
+	return fmt.Sprintf("%v: %s holds UID %s, the write was for UID %s", ErrIncarnation, e.Key, e.Got, e.Want)
+}
+
+// Is makes errors.Is(err, ErrIncarnation) hold.
+func (e *IncarnationError) Is(target error) bool { return target == ErrIncarnation }

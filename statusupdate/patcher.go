@@ -253,6 +253,13 @@ func (p *Patcher[T]) run(ctx context.Context, tgt target, obj T, mutate func(T) 
 			observe(p.name, tgt.label, resultError)
 			return zero, fail(fmt.Errorf("re-read after conflict: %w", err))
 		}
+		// A new object under the old name (the caller's was deleted and
+		// recreated) may hold the same phase and conditions; a write decided
+		// for the old one must never land on it. An empty UID is unknown.
+		if want, got := obj.GetUID(), fresh.GetUID(); want != "" && got != want {
+			observe(p.name, tgt.label, resultError)
+			return zero, fail(&IncarnationError{Key: client.ObjectKeyFromObject(obj), Want: want, Got: got})
+		}
 		// The server showed fresh: a cache copy older than it is stale, even
 		// if the next patch fails or mutate gives up.
 		if p.recorder != nil {
