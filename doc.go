@@ -26,12 +26,17 @@
 //     caller's pointer, and resolves conflicts by reading the API server.
 //   - [github.com/racesafe/racesafe/expectations] makes step 2 visible: it
 //     remembers the resourceVersion each write produced, so a cached read older
-//     than that is known to be stale.
+//     than that is known to be stale; its drop-in Client serves the write
+//     itself instead.
 //   - [github.com/racesafe/racesafe/phase] stops step 3: the phase a reconcile
 //     dispatches on is pinned at entry and advanced only by a successful write.
 //   - [github.com/racesafe/racesafe/requeue] stops step 4: no branch can end a
 //     reconcile silently; unknown or stale states come back after a bounded,
 //     configurable delay.
+//   - [github.com/racesafe/racesafe/wire] stops steps 2 and 4 for a
+//     controller whose reconcile logic stays as it is: one builder chain gives
+//     it a client whose reads serve its own writes and an owner guard whose
+//     refusals come back as short requeues.
 //   - [github.com/racesafe/racesafe/racetest] makes the race reproducible in
 //     tests: it delays watch events on a real API server and injects conflicts.
 //
