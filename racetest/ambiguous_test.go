@@ -168,7 +168,7 @@ func convergeUnderAppliedFaults(t *testing.T, cfg *rest.Config, seed uint64) {
 			}), nil
 		}
 		acked[edge{from, to}] = counterDelta(t, "racesafe_phase_transitions_total",
-			map[string]string{"machine": machine, "from": string(from), "to": string(to)})
+			map[string]string{"controller": machine, "from": string(from), "to": string(to)})
 	}
 	m, err := phase.New(phase.Options[item, stage]{
 		Name: machine,
