@@ -89,6 +89,12 @@
 //     into a short requeue): Reconcile returns it for a transition or a
 //     Release and runs no other handler, Step.Patch returns it to its
 //     handler. The next reconcile dispatches on the live phase.
+//   - One incarnation, through a *statusupdate.Patcher: when the object
+//     re-read after a conflict is another incarnation (another UID: the
+//     pinned object was deleted and a new one created under its name), the
+//     write fails with the Patcher's *statusupdate.IncarnationError inside
+//     the [*WriteError], nothing is written and no other handler runs, even
+//     when the new object is in the pinned phase.
 //   - Advanced only by an acknowledged write: a transition is acknowledged
 //     only if the [Writer] returned without error an object that carries the
 //     new phase at another resourceVersion than the one sent. Only then does

@@ -166,6 +166,38 @@ func TestIntegrationWritesAreCompareAndSwap(t *testing.T) {
 		}
 	})
 
+	// Issue 19, defect 1: a stale copy of uid1 (Failed) is replayed after
+	// uid1 was deleted and a new object of its name (uid2) reached Failed.
+	// The transition conflicts; the re-read finds uid2 in the pinned phase.
+	// Nothing may be written to uid2 and no handler of the next phase runs.
+	t.Run("transition never crosses incarnations", func(t *testing.T) {
+		old := s.create(t, "incarnation", Failed)
+		if err := s.c.Delete(t.Context(), old); err != nil {
+			t.Fatal(err)
+		}
+		current := s.create(t, "incarnation", Failed)
+		if current.GetUID() == old.GetUID() {
+			t.Fatal("the new object has the old UID")
+		}
+		uninstalls := 0
+		m := itemMachine(t, s, "it-incarnation", map[Phase]phase.Handler[item, Phase]{
+			Failed: itemDecide(phase.Transition(Deleting)),
+			Deleting: func(context.Context, *phase.Step[item, Phase]) (phase.Decision, error) {
+				uninstalls++
+				return phase.WaitForEvent("uninstall job finishes"), nil
+			},
+		})
+		_, err := m.Reconcile(t.Context(), old)
+		if !errors.Is(err, statusupdate.ErrIncarnation) {
+			t.Fatalf("Reconcile of the old incarnation = %v, want ErrIncarnation", err)
+		}
+		live := s.get(t, "incarnation")
+		if got := itemPhase(live); got != Failed || live.GetResourceVersion() != current.GetResourceVersion() || uninstalls != 0 {
+			t.Fatalf("the new incarnation was acted on: phase %q, resourceVersion %s (was %s), %d uninstalls",
+				got, live.GetResourceVersion(), current.GetResourceVersion(), uninstalls)
+		}
+	})
+
 	t.Run("transition with a condition is one request", func(t *testing.T) {
 		in := s.create(t, "with", Failed)
 		m := itemMachine(t, s, "it-with", map[Phase]phase.Handler[item, Phase]{
