@@ -749,6 +749,7 @@ func (c *Client) recordWrite(ctx context.Context, verb string, obj client.Object
 	if c.owners == nil {
 		return nil
 	}
+	c.tellOwnerScope()
 	if err := c.owners.WroteOwned(ctx, obj); err != nil && !notOwned(err) {
 		return &NotRecordedError{Verb: verb, Key: key, Err: err}
 	}
@@ -779,6 +780,7 @@ func (c *Client) recordDeletion(ctx context.Context, obj client.Object, st ownSt
 	if c.owners == nil {
 		return nil
 	}
+	c.tellOwnerScope()
 	if err := c.owners.DeletedOwned(ctx, obj); err != nil && !notOwned(err) {
 		return &NotRecordedError{Verb: "delete", Key: key, Err: err}
 	}
@@ -873,6 +875,18 @@ func (c *Client) ambiguous(ctx context.Context, verb string, obj client.Object, 
 	c.metrics().pending.Set(float64(c.s.n.Load()))
 	log.FromContext(ctx).V(1).Info("write ended ambiguously; Lists of its kind are refused until the TTL",
 		"controller", c.metrics().name, "verb", verb, "kind", k.gk, "object", key, "error", err.Error())
+}
+
+// tellOwnerScope tells the Owners whether their kind is cluster-scoped, from
+// the wrapped client's RESTMapper, when nobody has: a cluster-scoped
+// owner's children are recorded under the owner's name alone.
+func (c *Client) tellOwnerScope() {
+	if c.owners.scopeKnown() {
+		return
+	}
+	if namespaced, err := c.inner.IsObjectNamespaced(c.owners.owner); err == nil {
+		c.owners.setScope(!namespaced)
+	}
 }
 
 // notOwned: the object is not the Owners' to track, which is not an error

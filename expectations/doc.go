@@ -58,8 +58,17 @@
 // cache) or answers "" (AtomicFIFO off), it is the highest resourceVersion an
 // event handler saw in the owned object's namespace: a watch delivers one
 // stream in resourceVersion order, and a multi-namespace cache runs one
-// stream per namespace. A deletion is awaited by UID, until the cache shows
-// the object gone, replaced, or terminating.
+// stream per namespace. (A relist is not such a stream: with AtomicFIFO off,
+// client-go may hand a large list's items out in key order, so the handler's
+// maximum may run ahead of items of that list not yet delivered. The store's
+// version, the default path, has no such gap.) A deletion is awaited by UID,
+// until the cache shows the object gone, replaced, or terminating.
+//
+// A controller may write a kind in one form and List it in another (a typed
+// Create, and Owns(&corev1.Secret{}, builder.OnlyMetadata)). OwnerOptions.Owns
+// declares the forms the controller reads: a record then waits until every
+// declared form of its kind has caught up, and the tracker reads no other
+// informer. Without Owns, it reads the form of the kind's first record.
 //
 // # A drop-in client
 //
@@ -150,17 +159,28 @@
 //     rate-limiter backoff.
 //   - Woken: Source, passed to builder.WatchesRawSource, enqueues the owner
 //     when the owned kind's informer delivers what it waits for, once per
-//     write recorded; it does not poll.
+//     write recorded, or at the record itself when the informer had
+//     delivered it first; it does not poll.
 //   - Bounded: after the TTL a record is dropped and counted expired, and
 //     Check returns nil; with LiveReadOnExpiry it returns an
 //     *OwnerExpiredError once, which is not ErrStale: take that reconcile's
 //     decision from the API reader.
 //   - Strict: a resourceVersion that cannot be ordered, written or cached,
 //     is an *OwnerResourceVersionError, never ready.
-//   - Exact per owner: a record for another UID of the owner's key is
-//     dropped; satisfied records are dropped by the Check that sees them;
-//     Forget drops a deleted owner's records; a sweep on the write path, at
-//     most once per TTL, drops the rest.
+//   - Exact per owner: records are kept per owner incarnation (UID). A
+//     Check judges the records of its owner's UID and those recorded without
+//     one, never another incarnation's, and no write for one incarnation
+//     drops another's (a controller may clean up an old incarnation's
+//     children after writing the new one's). Satisfied records are dropped
+//     by the Check that sees them; Forget drops a deleted owner's records; a
+//     sweep on the write path, at most once per TTL, drops the rest.
+//   - Every form: with OwnerOptions.Owns, a record of a kind is satisfied
+//     only when every declared form's informer has caught up, whatever form
+//     was written; no other informer is read or started, and writes of a
+//     kind not declared are not tracked (ErrNotOwned).
+//   - Scoped: the children of a cluster-scoped owner are recorded under the
+//     owner's name alone, when OwnerOptions.RESTMapper or a Client with these
+//     Owners has told the tracker the owner kind's scope.
 //   - Cheap: Check of an owner with nothing recorded does not allocate.
 //   - Observable: racesafe_owner_expectations_skips_total{owner_kind,
 //     owned_kind}, _expired_total, _cache_resource_version (best effort:
@@ -239,7 +259,11 @@
 //   - It does not start goroutines or talk to the API server of its own: an
 //     OwnerTracker adds event handlers to the cache's informers, a Client's
 //     writes are the wrapped client's, and Prime Lists through the reader
-//     it is given.
+//     it is given. One exception without OwnerOptions.Owns: the first record
+//     of a kind asks the cache for the informer of the form written, which
+//     the cache starts if it has none. Declare Owns (wire does, from the
+//     builder's Owns) so that only the informers the controller runs are
+//     read.
 //
 // Predicate wakes a controller whose filters would drop the status-only event
 // that satisfies a pending expectation.

@@ -170,6 +170,21 @@ func waitFor(t *testing.T, what string, cond wait.ConditionWithContextFunc) {
 type watchGate struct {
 	mu   sync.Mutex
 	held chan struct{} // nil while open
+	// only, when set, picks the watches the gate holds; others pass.
+	only func(*http.Request) bool
+}
+
+// holdOnly makes the gate hold only the watches match picks.
+func (g *watchGate) holdOnly(match func(*http.Request) bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.only = match
+}
+
+func (g *watchGate) picks(req *http.Request) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.only == nil || g.only(req)
 }
 
 func (g *watchGate) hold() {
@@ -211,7 +226,7 @@ func (g *watchGate) wrap(rt http.RoundTripper) http.RoundTripper {
 		if err != nil {
 			return resp, err
 		}
-		if w := req.URL.Query().Get("watch"); w == "true" || w == "1" {
+		if w := req.URL.Query().Get("watch"); (w == "true" || w == "1") && g.picks(req) {
 			resp.Body = &gatedBody{ReadCloser: resp.Body, gate: g, closed: make(chan struct{})}
 		}
 		return resp, nil

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -52,6 +53,22 @@ type OwnerOptions struct {
 	LiveReadOnExpiry bool
 	// Clock measures TTLs and catch-up time; clock.RealClock{} when nil.
 	Clock clock.PassiveClock
+	// Owns lists the owned kinds in the forms the controller reads them
+	// (as given to the builder's Owns: &corev1.Secret{}, or a
+	// *metav1.PartialObjectMetadata with its kind set for OnlyMetadata).
+	// When set, a record of an owned kind waits until every declared form
+	// of it has caught up, whatever form was written, and the tracker reads
+	// only these informers, never starting one of its own; writes of a kind
+	// not declared are not tracked. When nil, a kind is read in the form of
+	// its first record, whose informer is started if the cache has none:
+	// a controller that writes typed objects and Lists them metadata-only
+	// must declare Owns.
+	Owns []client.Object
+	// RESTMapper tells whether the owner kind is namespaced, so that
+	// WroteOwned and DeletedOwned record a cluster-scoped owner's children
+	// under the owner's own key. When nil, a Client with these Owners asks
+	// its wrapped client; otherwise the owner kind is taken as namespaced.
+	RESTMapper meta.RESTMapper
 }
 
 // OwnerTracker remembers, per owner, the newest resourceVersion this
@@ -73,6 +90,13 @@ type OwnerTracker struct {
 
 	nextSweep atomic.Int64
 
+	// declared holds OwnerOptions.Owns by kind; nil when not set.
+	declared map[schema.GroupKind][]client.Object
+	mapper   meta.RESTMapper
+	// scope is the owner kind's scope: scopeUnknown until the RESTMapper
+	// or a Client has told.
+	scope atomic.Int32
+
 	kindsMu sync.Mutex
 	kinds   map[schema.GroupKind]*ownerKind
 
@@ -81,11 +105,20 @@ type OwnerTracker struct {
 	queues map[*ownerQueue]struct{}
 }
 
-// ownerEntry holds one owner's records.
+// ownerEntry holds the records of one owner key, per incarnation: by the
+// owner's UID, "" for records made without it, which every incarnation's
+// Check judges. The records of one incarnation are never judged or dropped
+// by another's Check or writes: UIDs are not ordered, and a controller may
+// write for an old incarnation (cleaning up its children) after a new one.
 type ownerEntry struct {
-	uid   types.UID
-	waits map[ownedKey]*ownedWait
+	incs map[types.UID]map[ownedKey]*ownedWait
 }
+
+const (
+	scopeUnknown int32 = iota
+	scopeNamespaced
+	scopeCluster
+)
 
 // ownedKey is what one record covers: an owned kind in one namespace, the
 // unit whose cache version can be read (see ownerKind.version).
@@ -138,6 +171,9 @@ func NewOwnerTracker(opts OwnerOptions) (*OwnerTracker, error) {
 	if opts.Scheme == nil {
 		opts.Scheme = scheme.Scheme
 	}
+	if objcopy.IsNil(opts.RESTMapper) {
+		opts.RESTMapper = nil
+	}
 	t := &OwnerTracker{
 		name:         opts.Name,
 		ttl:          opts.TTL,
@@ -148,6 +184,32 @@ func NewOwnerTracker(opts OwnerOptions) (*OwnerTracker, error) {
 		kinds:        make(map[schema.GroupKind]*ownerKind),
 		owners:       make(map[client.ObjectKey]*ownerEntry),
 		queues:       make(map[*ownerQueue]struct{}),
+		mapper:       opts.RESTMapper,
+	}
+	if opts.Owns != nil {
+		t.declared = make(map[schema.GroupKind][]client.Object, len(opts.Owns))
+	}
+	for i, o := range opts.Owns {
+		if objcopy.IsNil(o) {
+			return nil, fmt.Errorf("OwnerOptions.Owns[%d] is nil: %w", i, ErrOwnerOptions)
+		}
+		ogvk, err := t.gvkOf(o)
+		if err != nil {
+			return nil, fmt.Errorf("OwnerOptions.Owns[%d]: %w: %w", i, ErrOwnerOptions, err)
+		}
+		proto, err := objcopy.EmptyLike(o)
+		if err != nil {
+			return nil, fmt.Errorf("OwnerOptions.Owns[%d]: %w: %w", i, ErrOwnerOptions, err)
+		}
+		proto.GetObjectKind().SetGroupVersionKind(ogvk)
+		gk := ogvk.GroupKind()
+		dup := false
+		for _, p := range t.declared[gk] {
+			dup = dup || formOf(p) == formOf(proto)
+		}
+		if !dup {
+			t.declared[gk] = append(t.declared[gk], proto)
+		}
 	}
 	gvk, err := t.gvkOf(opts.For)
 	if err != nil {
@@ -199,8 +261,9 @@ func (t *OwnerTracker) Deleted(ctx context.Context, owner, owned client.Object) 
 
 // WroteOwned is Wrote with the owner found from owned's controller reference,
 // which must point to the tracker's owner kind (ErrNotOwned otherwise). The
-// owner is taken to live in owned's namespace, as owner references allow;
-// record writes under a cluster-scoped owner with Wrote.
+// owner lives in owned's namespace, as owner references allow, unless the
+// owner kind is cluster-scoped (OwnerOptions.RESTMapper says so, or a Client
+// with these Owners has told): its key is then its name alone.
 func (t *OwnerTracker) WroteOwned(ctx context.Context, owned client.Object) error {
 	key, uid, err := t.controllerOf(owned)
 	if err != nil {
@@ -246,8 +309,48 @@ func (t *OwnerTracker) controllerOf(owned client.Object) (client.ObjectKey, type
 	if err != nil || (schema.GroupKind{Group: gv.Group, Kind: ref.Kind}) != t.ownerGK {
 		return okey, "", fmt.Errorf("%s is controlled by %s %s, not a %s: %w", okey, ref.APIVersion, ref.Kind, t.ownerGK, ErrNotOwned)
 	}
-	return client.ObjectKey{Namespace: owned.GetNamespace(), Name: ref.Name}, ref.UID, nil
+	key := client.ObjectKey{Namespace: owned.GetNamespace(), Name: ref.Name}
+	if t.clusterScoped() {
+		key.Namespace = ""
+	}
+	return key, ref.UID, nil
 }
+
+// clusterScoped reports whether the owner kind is known to be
+// cluster-scoped, asking the RESTMapper once it answers.
+func (t *OwnerTracker) clusterScoped() bool {
+	switch t.scope.Load() {
+	case scopeCluster:
+		return true
+	case scopeNamespaced:
+		return false
+	}
+	if t.mapper == nil {
+		return false
+	}
+	gvk, err := t.gvkOf(t.owner)
+	if err != nil {
+		return false
+	}
+	m, err := t.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return false
+	}
+	t.setScope(m.Scope.Name() != meta.RESTScopeNameNamespace)
+	return m.Scope.Name() != meta.RESTScopeNameNamespace
+}
+
+// setScope records whether the owner kind is cluster-scoped.
+func (t *OwnerTracker) setScope(cluster bool) {
+	if cluster {
+		t.scope.Store(scopeCluster)
+	} else {
+		t.scope.Store(scopeNamespaced)
+	}
+}
+
+// scopeKnown reports whether the owner kind's scope has been told.
+func (t *OwnerTracker) scopeKnown() bool { return t.scope.Load() != scopeUnknown || t.mapper != nil }
 
 func (t *OwnerTracker) gvkOf(obj client.Object) (schema.GroupVersionKind, error) {
 	if gvk := obj.GetObjectKind().GroupVersionKind(); gvk.Kind != "" && gvk.Version != "" {
@@ -275,27 +378,27 @@ func (t *OwnerTracker) record(ctx context.Context, owner client.ObjectKey, owner
 	if err != nil {
 		return fmt.Errorf("owned kind %s of %s: %w", gvk.GroupKind(), owner, err)
 	}
+	if kind == nil {
+		return fmt.Errorf("%s is not in OwnerOptions.Owns: %w", gvk.GroupKind(), ErrNotOwned)
+	}
 
 	now := t.clock.Now()
 	ok := ownedKey{gk: kind.gk, namespace: okey.Namespace}
 	t.mu.Lock()
 	e := t.owners[owner]
-	if e != nil && !sameUID(e.uid, ownerUID) {
-		// A new incarnation of the owner: what its predecessor waited for
-		// is no longer anybody's decision.
-		t.dropEntryLocked(owner, e)
-		e = nil
-	}
 	if e == nil {
-		e = &ownerEntry{uid: ownerUID, waits: make(map[ownedKey]*ownedWait, 1)}
+		e = &ownerEntry{incs: make(map[types.UID]map[ownedKey]*ownedWait, 1)}
 		t.owners[owner] = e
-	} else if e.uid == "" {
-		e.uid = ownerUID
 	}
-	w := e.waits[ok]
+	waits := e.incs[ownerUID]
+	if waits == nil {
+		waits = make(map[ownedKey]*ownedWait, 1)
+		e.incs[ownerUID] = waits
+	}
+	w := waits[ok]
 	if w == nil {
 		w = &ownedWait{kind: kind}
-		e.waits[ok] = w
+		waits[ok] = w
 		kind.waiting.Add(1)
 	}
 	raised := false
@@ -311,13 +414,32 @@ func (t *OwnerTracker) record(ctx context.Context, owner client.ObjectKey, owner
 		w.rv = rv
 		raised = true
 	}
+	var queues []*ownerQueue
 	if raised {
 		w.at, w.woken = now, false
 		w.gen++
+		// The watch may have delivered the write before its answer was
+		// recorded: no later event would wake the owner, so wake it now.
+		if len(t.queues) > 0 && w.caughtUp(okey.Namespace) {
+			w.woken = true
+			queues = t.queueList()
+		}
 	}
 	t.mu.Unlock()
+	for _, q := range queues {
+		q.q.Add(reconcile.Request{NamespacedName: owner})
+	}
 	t.maybeSweep(now)
 	return nil
+}
+
+// queueList returns the Source queues; t.mu must be held.
+func (t *OwnerTracker) queueList() []*ownerQueue {
+	queues := make([]*ownerQueue, 0, len(t.queues))
+	for q := range t.queues {
+		queues = append(queues, q)
+	}
+	return queues
 }
 
 // Check tells owner's reconcile whether it may decide from the cache: for
@@ -327,8 +449,9 @@ func (t *OwnerTracker) record(ctx context.Context, owner client.ObjectKey, owner
 //
 //   - nil when nothing is recorded for owner's key (no allocation), or when
 //     every record is satisfied; satisfied records are dropped;
-//   - nil, dropping the records, when they belong to another UID of the
-//     owner's key (an earlier incarnation);
+//   - nil when the records belong to another UID of the owner's key
+//     (another incarnation): they are neither judged nor dropped, and go
+//     with Forget or the TTL;
 //   - *OwnerStaleError (errors.Is(err, ErrStale)) when a kind's cache is
 //     behind; the caller should requeue (requeue.OnStale) and will be woken
 //     by Source when the cache catches up;
@@ -352,6 +475,7 @@ func (t *OwnerTracker) Check(ctx context.Context, owner client.Object) error {
 
 // pendingCheck is a record as Check read it, judged without the lock.
 type pendingCheck struct {
+	inc   types.UID // the owner incarnation the record is for
 	ok    ownedKey
 	w     *ownedWait
 	gen   uint64
@@ -382,26 +506,39 @@ func (t *OwnerTracker) check(ctx context.Context, key client.ObjectKey, uid type
 		t.mu.Unlock()
 		return nil
 	}
-	if !sameUID(e.uid, uid) {
-		t.dropEntryLocked(key, e)
-		t.mu.Unlock()
-		return nil
-	}
-	checks := make([]pendingCheck, 0, len(e.waits))
-	for ok, w := range e.waits {
-		pc := pendingCheck{ok: ok, w: w, gen: w.gen, rv: w.rv, at: w.at}
-		for u, d := range w.gone {
-			if !d.seen {
-				if pc.gone == nil {
-					pc.gone = make(map[types.UID]string, len(w.gone))
-				}
-				pc.gone[u] = d.name
-			}
+	var checks []pendingCheck
+	for inc, waits := range e.incs {
+		if !sameUID(inc, uid) {
+			continue
 		}
-		checks = append(checks, pc)
+		for ok, w := range waits {
+			checks = append(checks, t.pendingOf(inc, ok, w))
+		}
 	}
 	t.mu.Unlock()
+	if len(checks) == 0 {
+		return nil
+	}
+	return t.judge(ctx, key, now, checks)
+}
 
+// pendingOf copies a record for judging without the lock; t.mu is held.
+func (t *OwnerTracker) pendingOf(inc types.UID, ok ownedKey, w *ownedWait) pendingCheck {
+	pc := pendingCheck{inc: inc, ok: ok, w: w, gen: w.gen, rv: w.rv, at: w.at}
+	for u, d := range w.gone {
+		if !d.seen {
+			if pc.gone == nil {
+				pc.gone = make(map[types.UID]string, len(w.gone))
+			}
+			pc.gone[u] = d.name
+		}
+	}
+	return pc
+}
+
+// judge decides the records Check copied and drops the satisfied and
+// expired ones that did not change meanwhile.
+func (t *OwnerTracker) judge(ctx context.Context, key client.ObjectKey, now time.Time, checks []pendingCheck) error {
 	// Judge outside the lock: confirming a deletion reads the cache.
 	for i := range checks {
 		pc := &checks[i]
@@ -415,7 +552,7 @@ func (t *OwnerTracker) check(ctx context.Context, key client.ObjectKey, uid type
 
 	var firstErr error
 	t.mu.Lock()
-	e = t.owners[key]
+	e := t.owners[key]
 	for i := range checks {
 		pc := &checks[i]
 		switch pc.state {
@@ -433,10 +570,14 @@ func (t *OwnerTracker) check(ctx context.Context, key client.ObjectKey, uid type
 		}
 		// Drop only what was judged: a write recorded meanwhile raised gen
 		// and must be judged by the next Check.
-		if e == nil || e.waits[pc.ok] != pc.w || pc.w.gen != pc.gen {
+		waits := t.waitsOf(e, pc.inc)
+		if waits == nil || waits[pc.ok] != pc.w || pc.w.gen != pc.gen {
 			continue
 		}
-		delete(e.waits, pc.ok)
+		delete(waits, pc.ok)
+		if len(waits) == 0 {
+			delete(e.incs, pc.inc)
+		}
 		pc.w.kind.waiting.Add(-1)
 		if pc.state == ownedExpired {
 			pc.w.kind.m.expired.Inc()
@@ -448,11 +589,18 @@ func (t *OwnerTracker) check(ctx context.Context, key client.ObjectKey, uid type
 		}
 		pc.w.kind.m.catchUp.Observe(now.Sub(pc.at).Seconds())
 	}
-	if e != nil && len(e.waits) == 0 {
+	if e != nil && len(e.incs) == 0 {
 		delete(t.owners, key)
 	}
 	t.mu.Unlock()
 	return firstErr
+}
+
+func (t *OwnerTracker) waitsOf(e *ownerEntry, inc types.UID) map[ownedKey]*ownedWait {
+	if e == nil {
+		return nil
+	}
+	return e.incs[inc]
 }
 
 func (pc *pendingCheck) staleError(owner client.ObjectKey) error {
@@ -489,20 +637,33 @@ func (t *OwnerTracker) judgeOwned(ctx context.Context, owner client.ObjectKey, p
 	return ownedSatisfied, seen, nil
 }
 
-// Forget drops owner's records without counting them, when owner's UID is
-// the one recorded or either is empty: call it when the owner is gone (a
-// NotFound at the reconcile's entry; an object with only the key will do),
-// so that its records do not wait for the TTL sweep.
+// Forget drops, without counting them, the records of owner's incarnation
+// and those recorded without a UID; an owner without a UID (an object with
+// only the key will do) drops every incarnation's. Call it when the owner is
+// gone (a NotFound at the reconcile's entry), so that its records do not
+// wait for the TTL sweep.
 func (t *OwnerTracker) Forget(owner client.Object) {
 	key, err := nameOf(owner)
 	if err != nil {
 		return
 	}
 	t.mu.Lock()
-	if e := t.owners[key]; e != nil && sameUID(e.uid, owner.GetUID()) {
-		t.dropEntryLocked(key, e)
+	defer t.mu.Unlock()
+	e := t.owners[key]
+	if e == nil {
+		return
 	}
-	t.mu.Unlock()
+	for inc, waits := range e.incs {
+		if sameUID(inc, owner.GetUID()) {
+			for _, w := range waits {
+				w.kind.waiting.Add(-1)
+			}
+			delete(e.incs, inc)
+		}
+	}
+	if len(e.incs) == 0 {
+		delete(t.owners, key)
+	}
 }
 
 // Pending returns the number of records (owner, owned kind, namespace) held.
@@ -511,16 +672,11 @@ func (t *OwnerTracker) Pending() int {
 	defer t.mu.RUnlock()
 	n := 0
 	for _, e := range t.owners {
-		n += len(e.waits)
+		for _, waits := range e.incs {
+			n += len(waits)
+		}
 	}
 	return n
-}
-
-func (t *OwnerTracker) dropEntryLocked(key client.ObjectKey, e *ownerEntry) {
-	for _, w := range e.waits {
-		w.kind.waiting.Add(-1)
-	}
-	delete(t.owners, key)
 }
 
 // maybeSweep drops records older than the TTL at most once per TTL, on the
@@ -533,14 +689,19 @@ func (t *OwnerTracker) maybeSweep(now time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for key, e := range t.owners {
-		for ok, w := range e.waits {
-			if now.Sub(w.at) >= t.ttl {
-				delete(e.waits, ok)
-				w.kind.waiting.Add(-1)
-				w.kind.m.expired.Inc()
+		for inc, waits := range e.incs {
+			for ok, w := range waits {
+				if now.Sub(w.at) >= t.ttl {
+					delete(waits, ok)
+					w.kind.waiting.Add(-1)
+					w.kind.m.expired.Inc()
+				}
+			}
+			if len(waits) == 0 {
+				delete(e.incs, inc)
 			}
 		}
-		if len(e.waits) == 0 {
+		if len(e.incs) == 0 {
 			delete(t.owners, key)
 		}
 	}

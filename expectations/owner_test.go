@@ -324,27 +324,37 @@ func TestOwnerWroteRefusesAnUnorderableResourceVersion(t *testing.T) {
 	}
 }
 
-func TestOwnerRecordsOfAnotherIncarnationAreDropped(t *testing.T) {
-	f := newOwnerFixture(t, true)
+// TestOwnerIncarnationsAreKeptApart: UIDs are not ordered, and a controller
+// may write for an old incarnation (deleting its child) after a new one
+// (creating its own): neither may judge or drop the other's records.
+func TestOwnerIncarnationsAreKeptApart(t *testing.T) {
+	f := newOwnerFixture(t, false)
 	ctx := t.Context()
-	if err := f.tr.Wrote(ctx, ownerCM("old"), child("default", "c-1", "c1", "100")); err != nil {
+	if err := f.tr.Wrote(ctx, ownerCM("new"), child("default", "c-2", "c2", "100")); err != nil {
 		t.Fatal(err)
 	}
+	// Cleanup of the old incarnation's child, after the new one's write.
+	if err := f.tr.Deleted(ctx, ownerCM("old"), child("default", "c-1", "c1", "90")); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.tr.Pending(); n != 2 {
+		t.Fatalf("Pending = %d, want 2: each incarnation keeps its record", n)
+	}
+	var stale *expectations.OwnerStaleError
+	if err := f.tr.Check(ctx, ownerCM("new")); !errors.As(err, &stale) || stale.Want != "100" {
+		t.Fatalf("Check of the new incarnation = %v, want stale wanting 100: the old one's write must not drop its record", err)
+	}
+	// The old incarnation's Check judges its own deletion only.
+	f.inf.deliver(child("default", "c-2", "c2", "100"), false)
 	if err := f.tr.Check(ctx, ownerCM("new")); err != nil {
-		t.Fatalf("Check of another UID = %v, want nil", err)
-	}
-	if n := f.tr.Pending(); n != 0 {
-		t.Fatalf("Pending = %d, want 0: the old incarnation's records are dropped", n)
-	}
-	// A write for a new incarnation replaces the old one's records too.
-	if err := f.tr.Wrote(ctx, ownerCM("old"), child("default", "c-1", "c1", "100")); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.tr.Wrote(ctx, ownerCM("new"), child("other", "c-2", "c2", "7")); err != nil {
-		t.Fatal(err)
+		t.Fatalf("Check of the new incarnation after its child was delivered = %v, want nil", err)
 	}
 	if n := f.tr.Pending(); n != 1 {
-		t.Fatalf("Pending = %d, want 1", n)
+		t.Fatalf("Pending = %d, want 1: the new incarnation's Check dropped the old one's record", n)
+	}
+	f.tr.Forget(ownerCM("")) // the key alone: every incarnation
+	if n := f.tr.Pending(); n != 0 {
+		t.Fatalf("Pending after Forget by key = %d, want 0", n)
 	}
 }
 

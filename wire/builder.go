@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -50,12 +51,14 @@ type Options struct {
 // wired in. Make one with ControllerManagedBy; a Builder is for one
 // controller and one goroutine.
 type Builder struct {
-	mgr     manager.Manager
-	inner   *builder.Builder
-	c       *expectations.Client
-	err     error
-	name    string
-	forObj  client.Object
+	mgr    manager.Manager
+	inner  *builder.Builder
+	c      *expectations.Client
+	err    error
+	name   string
+	forObj client.Object
+	// owns are the Owns objects in the forms the controller caches them.
+	owns    []client.Object
 	opts    Options
 	started bool
 }
@@ -106,11 +109,31 @@ func (b *Builder) For(obj client.Object, opts ...builder.ForOption) *Builder {
 	return b
 }
 
-// Owns watches a kind the For objects own, as the builder's Owns does.
+// Owns watches a kind the For objects own, as the builder's Owns does. The
+// owner guard waits on the informer of the form it declares (with
+// builder.OnlyMetadata, the metadata-only one), whatever form the
+// reconciler writes; with at least one Owns, the guard reads no other
+// informer and starts none of its own.
 func (b *Builder) Owns(obj client.Object, opts ...builder.OwnsOption) *Builder {
 	if b.inner != nil {
 		b.inner.Owns(obj, opts...)
 	}
+	if objcopy.IsNil(obj) {
+		return b
+	}
+	form := obj
+	for _, o := range opts {
+		if o == builder.OwnsOption(builder.OnlyMetadata) {
+			m := &metav1.PartialObjectMetadata{}
+			if b.mgr != nil {
+				if gvk, err := apiutil.GVKForObject(obj, b.mgr.GetScheme()); err == nil {
+					m.SetGroupVersionKind(gvk)
+				}
+			}
+			form = m
+		}
+	}
+	b.owns = append(b.owns, form)
 	return b
 }
 
@@ -197,6 +220,7 @@ func (b *Builder) Build(r reconcile.Reconciler) (controller.Controller, error) {
 	}
 	owners, err := expectations.NewOwnerTracker(expectations.OwnerOptions{
 		Name: name, For: b.forObj, Cache: b.mgr.GetCache(), Scheme: b.mgr.GetScheme(),
+		Owns: b.owns, RESTMapper: b.mgr.GetRESTMapper(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("wire %s: %w", name, err)

@@ -1,0 +1,190 @@
+package expectations_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/racesafe/racesafe/expectations"
+)
+
+// formCache serves one informer, with a store whose version the test sets,
+// per Go type and kind asked for, and remembers what was asked.
+type formCache struct {
+	client.Reader
+	mu    sync.Mutex
+	infs  map[string]storeInformer
+	asked []string
+}
+
+func formName(obj client.Object) string {
+	return fmt.Sprintf("%T/%s", obj, obj.GetObjectKind().GroupVersionKind().Kind)
+}
+
+func (c *formCache) GetInformer(_ context.Context, obj client.Object, _ ...cache.InformerGetOption) (cache.Informer, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	name := formName(obj)
+	c.asked = append(c.asked, name)
+	if c.infs == nil {
+		c.infs = map[string]storeInformer{}
+	}
+	inf, ok := c.infs[name]
+	if !ok {
+		inf = storeInformer{fakeOwnedInformer: &fakeOwnedInformer{}, store: &fakeVersionStore{}}
+		c.infs[name] = inf
+	}
+	return inf, nil
+}
+
+func (c *formCache) form(name string) storeInformer {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.infs[name]
+}
+
+func (c *formCache) askedFor() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.asked...)
+}
+
+func metadataSecret() *metav1.PartialObjectMetadata {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+	return m
+}
+
+const (
+	typedSecretForm    = "*v1.Secret/Secret"
+	metadataSecretForm = "*v1.PartialObjectMetadata/Secret"
+)
+
+// TestOwnerWaitsForEveryDeclaredForm: a controller that writes typed
+// Secrets and Lists them metadata-only (Owns with OnlyMetadata) decides from
+// the metadata informer; the typed one catching up proves nothing of it.
+func TestOwnerWaitsForEveryDeclaredForm(t *testing.T) {
+	ctx := t.Context()
+	fc := &formCache{}
+	tr, err := expectations.NewOwnerTracker(expectations.OwnerOptions{
+		Name: "forms-" + t.Name(), For: &corev1.ConfigMap{}, Cache: fc,
+		Owns: []client.Object{&corev1.Secret{}, metadataSecret()},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Wrote(ctx, ownerCM("o1"), child("default", "c-1", "c1", "100")); err != nil {
+		t.Fatal(err)
+	}
+	fc.form(typedSecretForm).store.set("100")
+	fc.form(metadataSecretForm).store.set("99")
+	var stale *expectations.OwnerStaleError
+	if err := tr.Check(ctx, ownerCM("o1")); !errors.As(err, &stale) || stale.Seen != "99" {
+		t.Fatalf("Check with the metadata form behind = %v, want stale having seen 99", err)
+	}
+	fc.form(metadataSecretForm).store.set("100")
+	if err := tr.Check(ctx, ownerCM("o1")); err != nil {
+		t.Fatalf("Check with every form caught up = %v, want nil", err)
+	}
+}
+
+// TestOwnerNeverStartsAnUndeclaredInformer: with Owns, the tracker reads
+// only the declared forms, never the written form's informer (which the
+// cache would create and start, cluster-wide), and leaves undeclared kinds
+// alone.
+func TestOwnerNeverStartsAnUndeclaredInformer(t *testing.T) {
+	ctx := t.Context()
+	fc := &formCache{}
+	tr, err := expectations.NewOwnerTracker(expectations.OwnerOptions{
+		Name: "undeclared-" + t.Name(), For: &corev1.ConfigMap{}, Cache: fc,
+		Owns: []client.Object{metadataSecret()},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Wrote(ctx, ownerCM("o1"), child("default", "c-1", "c1", "100")); err != nil {
+		t.Fatal(err)
+	}
+	other := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "cm", UID: "u", ResourceVersion: "5"}}
+	if err := tr.Wrote(ctx, ownerCM("o1"), other); !errors.Is(err, expectations.ErrNotOwned) {
+		t.Fatalf("Wrote of an undeclared kind = %v, want ErrNotOwned", err)
+	}
+	if got := fc.askedFor(); len(got) != 1 || got[0] != metadataSecretForm {
+		t.Fatalf("informers asked for = %v, want only [%s]", got, metadataSecretForm)
+	}
+	if n := tr.Pending(); n != 1 {
+		t.Fatalf("Pending = %d, want 1", n)
+	}
+}
+
+func TestOwnerOptionsRefuseANilOwns(t *testing.T) {
+	_, err := expectations.NewOwnerTracker(expectations.OwnerOptions{For: &corev1.ConfigMap{}, Cache: &formCache{}, Owns: []client.Object{nil}})
+	if !errors.Is(err, expectations.ErrOwnerOptions) {
+		t.Fatalf("NewOwnerTracker with a nil Owns entry = %v, want ErrOwnerOptions", err)
+	}
+}
+
+// TestOwnerWakesWhenTheWatchBeatTheAnswer: the child's event reached the
+// cache before the Create's answer was recorded; no later event comes, so
+// the record itself must wake the owner.
+func TestOwnerWakesWhenTheWatchBeatTheAnswer(t *testing.T) {
+	ctx := t.Context()
+	f := newOwnerFixture(t, true)
+	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+	t.Cleanup(q.ShutDown)
+	if err := f.tr.Source().Start(ctx, q); err != nil {
+		t.Fatal(err)
+	}
+	f.store.set("100")
+	f.inf.deliver(child("default", "c-1", "c1", "100"), false)
+	if err := f.tr.Wrote(ctx, ownerCM("o1"), child("default", "c-1", "c1", "100")); err != nil {
+		t.Fatal(err)
+	}
+	if n := q.Len(); n != 1 {
+		t.Fatalf("queue length after a record the cache already satisfies = %d, want 1", n)
+	}
+	req, _ := q.Get()
+	q.Done(req)
+	if req.NamespacedName != (types.NamespacedName{Namespace: "default", Name: "owner"}) {
+		t.Fatalf("woke %v, want default/owner", req)
+	}
+}
+
+// TestOwnerClusterScopedOwner: a Namespace-like owner of namespaced
+// children. The records must be found by the owner's key, which has no
+// namespace.
+func TestOwnerClusterScopedOwner(t *testing.T) {
+	ctx := t.Context()
+	f := newOwnerFixture(t, true, func(o *expectations.OwnerOptions) {
+		o.For = &corev1.Namespace{}
+		m := meta.NewDefaultRESTMapper(nil)
+		m.Add(corev1.SchemeGroupVersion.WithKind("Namespace"), meta.RESTScopeRoot)
+		o.RESTMapper = m
+	})
+	owner := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team", UID: "ns1"}}
+	c := child("team", "c-1", "c1", "100")
+	c.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Namespace", Name: "team", UID: "ns1", Controller: ptrTrue()}}
+	if err := f.tr.WroteOwned(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.tr.Check(ctx, owner); !errors.Is(err, expectations.ErrStale) {
+		t.Fatalf("Check of the cluster-scoped owner with its child uncached = %v, want ErrStale", err)
+	}
+	f.store.set("100")
+	if err := f.tr.Check(ctx, owner); err != nil {
+		t.Fatalf("Check once the cache shows the child = %v, want nil", err)
+	}
+}
+
+func ptrTrue() *bool { b := true; return &b }
