@@ -347,7 +347,7 @@ func (c *Client) List(ctx context.Context, list client.ObjectList, opts ...clien
 		c.metrics().refused.Inc()
 		return &ListStaleError{Kind: gk, Namespace: lo.Namespace, Reason: reason}
 	}
-	if c.s.barred(gk, lo.Namespace, now) {
+	if c.s.barred(gk, lo.Namespace, now, c.cacheReached()) {
 		return refuse("a write of this kind ended ambiguously and could not be read back")
 	}
 	own := c.s.ofKind(gk, lo.Namespace)
@@ -581,7 +581,7 @@ func (c *Client) Guard(r reconcile.Reconciler) reconcile.Reconciler {
 // back, and is younger than the TTL: until then, Lists of that kind there
 // are refused. An owner-level guard refuses the owners of such a kind.
 func (c *Client) AmbiguousWrites(gk schema.GroupKind, ns string) bool {
-	return c.s.barred(gk, ns, c.clock.Now())
+	return c.s.barred(gk, ns, c.clock.Now(), c.cacheReached())
 }
 
 // Create creates obj and keeps the server's answer.
@@ -871,7 +871,8 @@ func (c *Client) ambiguous(ctx context.Context, verb string, obj client.Object, 
 	if key.Name != "" {
 		c.put(sessionKey{gk: k.gk, ObjectKey: key}, &ownEntry{state: ownUnknown, uid: obj.GetUID(), rv: resourceVersionOf(obj), at: now}, now)
 	}
-	c.s.barrier(k.gk, key.Namespace, now)
+	rv := c.liveVersion(ctx, verb, obj)
+	c.s.barrier(k.gk, key.Namespace, now, rv)
 	c.metrics().pending.Set(float64(c.s.n.Load()))
 	log.FromContext(ctx).V(1).Info("write ended ambiguously; Lists of its kind are refused until the TTL",
 		"controller", c.metrics().name, "verb", verb, "kind", k.gk, "object", key, "error", err.Error())
@@ -887,6 +888,52 @@ func (c *Client) tellOwnerScope() {
 	if namespaced, err := c.inner.IsObjectNamespaced(c.owners.owner); err == nil {
 		c.owners.setScope(!namespaced)
 	}
+}
+
+// liveVersion handles an ambiguous Create of an object without a name (a
+// generateName) whose controller is the Owners' kind: it reads the kind's
+// current resourceVersion live (a List of one, metadata only) and records
+// for the owner that the cache must reach it, so that the owner's guard
+// refuses, and the barrier on Lists holds, only until a cache that would
+// show the object if it was applied. It returns that version, "" when there
+// is none to wait for.
+func (c *Client) liveVersion(ctx context.Context, verb string, obj client.Object) string {
+	if verb != "create" || obj.GetName() != "" || c.apiReader == nil || c.owners == nil {
+		return ""
+	}
+	if _, _, err := c.owners.controllerRef(obj, client.ObjectKey{Namespace: obj.GetNamespace()}); err != nil {
+		return ""
+	}
+	gvk, err := apiutil.GVKForObject(obj, c.scheme)
+	if err != nil {
+		return ""
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+	if err := c.apiReader.List(rctx, list, client.InNamespace(obj.GetNamespace()), client.Limit(1)); err != nil {
+		return ""
+	}
+	rv := list.GetResourceVersion()
+	if !wellFormed(rv) {
+		return ""
+	}
+	c.tellOwnerScope()
+	if err := c.owners.wroteUnnamed(ctx, obj, rv); err != nil {
+		return ""
+	}
+	return rv
+}
+
+// cacheReached returns what tells the session whether the cache of a kind
+// has reached a version: the Owners' view of the kinds they read, nil
+// without Owners.
+func (c *Client) cacheReached() func(schema.GroupKind, string, string) bool {
+	if c.owners == nil {
+		return nil
+	}
+	return c.owners.cacheAt
 }
 
 // notOwned: the object is not the Owners' to track, which is not an error

@@ -220,7 +220,12 @@
 //     timeout, a 5xx or a broken connection is read back once through
 //     ClientOptions.APIReader and kept as the server has it. Without an
 //     APIReader, or for an object without a name, Lists of its kind in its
-//     namespace are refused until the TTL (AmbiguousWrites reports it).
+//     namespace are refused until the TTL (AmbiguousWrites reports it). A
+//     Create without a name (generateName) of a child of the Owners' kind
+//     is answered instead by one live List of one object of its kind: the
+//     owner's Check then refuses, and the kind's Lists stay refused, only
+//     until every declared form of the cache has reached that List's
+//     resourceVersion, where it shows the child if the server applied it.
 //   - Recorded or said: a successful write whose answer cannot be kept is a
 //     *NotRecordedError (errors.Is ErrNotRecorded), or, where the answer
 //     names no object (DeleteAllOf, a subresource Create, an Apply answer

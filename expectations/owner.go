@@ -301,6 +301,15 @@ func (t *OwnerTracker) controllerOf(owned client.Object) (client.ObjectKey, type
 	if err != nil {
 		return okey, "", fmt.Errorf("owned: %w", err)
 	}
+	return t.controllerRef(owned, okey)
+}
+
+// controllerRef returns the owner key and UID of owned's controller
+// reference; okey names owned in errors.
+func (t *OwnerTracker) controllerRef(owned client.Object, okey client.ObjectKey) (client.ObjectKey, types.UID, error) {
+	if objcopy.IsNil(owned) {
+		return okey, "", fmt.Errorf("owned %T: %w", owned, ErrNilObject)
+	}
 	ref := metav1.GetControllerOfNoCopy(owned)
 	if ref == nil {
 		return okey, "", fmt.Errorf("%s has no controller reference: %w", okey, ErrNotOwned)
@@ -359,16 +368,47 @@ func (t *OwnerTracker) gvkOf(obj client.Object) (schema.GroupVersionKind, error)
 	return apiutil.GVKForObject(obj, t.scheme)
 }
 
+// wroteUnnamed records, for the owner of owned's controller reference, that
+// the cache of owned's kind in its namespace must reach rv: a write of owned
+// (a Create with generateName) ended ambiguously, and rv is a version the
+// server read live after it, so a cache at rv shows the object if the write
+// was applied.
+func (t *OwnerTracker) wroteUnnamed(ctx context.Context, owned client.Object, rv string) error {
+	key, uid, err := t.controllerRef(owned, client.ObjectKey{Namespace: owned.GetNamespace(), Name: owned.GetGenerateName() + "*"})
+	if err != nil {
+		return err
+	}
+	return t.recordAt(ctx, key, uid, owned, client.ObjectKey{Namespace: owned.GetNamespace()}, rv, false)
+}
+
+// cacheAt reports whether every form of gk's cache this tracker reads has
+// reached rv in namespace ns; false for a kind it does not read.
+func (t *OwnerTracker) cacheAt(gk schema.GroupKind, ns, rv string) bool {
+	t.kindsMu.Lock()
+	k := t.kinds[gk]
+	t.kindsMu.Unlock()
+	if k == nil {
+		return false
+	}
+	cmp, err := resourceversion.CompareResourceVersion(k.version(ns), rv)
+	return err == nil && cmp >= 0
+}
+
 func (t *OwnerTracker) record(ctx context.Context, owner client.ObjectKey, ownerUID types.UID, owned client.Object, deletion bool) error {
 	okey, err := nameOf(owned)
 	if err != nil {
 		return fmt.Errorf("owned object of %s: %w", owner, err)
 	}
+	return t.recordAt(ctx, owner, ownerUID, owned, okey, owned.GetResourceVersion(), deletion)
+}
+
+// recordAt records a write at rv (or the deletion) of owned, named okey,
+// for the owner's incarnation.
+func (t *OwnerTracker) recordAt(ctx context.Context, owner client.ObjectKey, ownerUID types.UID, owned client.Object, okey client.ObjectKey, rv string, deletion bool) error {
 	gvk, err := t.gvkOf(owned)
 	if err != nil {
 		return fmt.Errorf("owned object %s of %s: %w", okey, owner, err)
 	}
-	rv := owned.GetResourceVersion()
 	if !deletion {
 		if _, err := resourceversion.CompareResourceVersion(rv, rv); err != nil {
 			return &OwnerResourceVersionError{Owner: owner, Kind: gvk.GroupKind(), ResourceVersion: rv, Err: err}

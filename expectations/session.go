@@ -73,15 +73,16 @@ type session struct {
 	m   map[sessionKey]*ownEntry
 	// barriers are (kind, namespace) pairs with an ambiguous write whose
 	// object could not be named or read back: their Lists are refused
-	// until the TTL.
-	barriers map[sessionKey]time.Time
+	// until the TTL, or until the cache is known to have reached the
+	// version read live after the write.
+	barriers map[sessionKey]barrier
 	n        atomic.Int64
 	// nextSweep is the UnixNano after which the next write sweeps.
 	nextSweep atomic.Int64
 }
 
 func newSession(ttl time.Duration, now time.Time) *session {
-	s := &session{ttl: ttl, m: make(map[sessionKey]*ownEntry), barriers: make(map[sessionKey]time.Time)}
+	s := &session{ttl: ttl, m: make(map[sessionKey]*ownEntry), barriers: make(map[sessionKey]barrier)}
 	s.nextSweep.Store(addSaturated(now.UnixNano(), ttl))
 	return s
 }
@@ -154,27 +155,57 @@ func (s *session) drop(k sessionKey, e *ownEntry) {
 
 func (s *session) expired(e *ownEntry, now time.Time) bool { return now.Sub(e.at) >= s.ttl }
 
-// barrier records an ambiguous write of kind gk in namespace ns.
-func (s *session) barrier(gk schema.GroupKind, ns string, now time.Time) {
+// barrier is an ambiguous write of a kind in a namespace.
+type barrier struct {
+	at time.Time
+	// rv, when known, is a version read live after the write: a cache at
+	// rv shows the write if it was applied.
+	rv string
+}
+
+// barrier records an ambiguous write of kind gk in namespace ns; rv is the
+// live version read after it, "" when unknown. A later barrier replaces an
+// earlier one: its version is the later.
+func (s *session) barrier(gk schema.GroupKind, ns string, now time.Time, rv string) {
 	s.mu.Lock()
 	if _, found := s.barriers[sessionKey{gk: gk, ObjectKey: client.ObjectKey{Namespace: ns}}]; !found {
 		s.n.Add(1)
 	}
-	s.barriers[sessionKey{gk: gk, ObjectKey: client.ObjectKey{Namespace: ns}}] = now
+	s.barriers[sessionKey{gk: gk, ObjectKey: client.ObjectKey{Namespace: ns}}] = barrier{at: now, rv: rv}
 	s.mu.Unlock()
 }
 
 // barred reports whether an ambiguous write of gk in ns (any namespace when
-// ns is empty) is younger than the TTL.
-func (s *session) barred(gk schema.GroupKind, ns string, now time.Time) bool {
+// ns is empty) is younger than the TTL and not known to be in the cache:
+// reached, when set, says whether the cache of a kind in a namespace has
+// reached a version; a barrier it says yes of is dropped.
+func (s *session) barred(gk schema.GroupKind, ns string, now time.Time, reached func(gk schema.GroupKind, ns, rv string) bool) bool {
+	var done []sessionKey
+	barred := false
 	s.mu.RLock()
-	defer s.mu.RUnlock()
-	for k, at := range s.barriers {
-		if k.gk == gk && (ns == "" || k.Namespace == ns || k.Namespace == "") && now.Sub(at) < s.ttl {
-			return true
+	for k, b := range s.barriers {
+		if k.gk != gk || (ns != "" && k.Namespace != ns && k.Namespace != "") || now.Sub(b.at) >= s.ttl {
+			continue
 		}
+		if b.rv != "" && reached != nil && reached(k.gk, k.Namespace, b.rv) {
+			done = append(done, k)
+			continue
+		}
+		barred = true
+		break
 	}
-	return false
+	s.mu.RUnlock()
+	if len(done) > 0 {
+		s.mu.Lock()
+		for _, k := range done {
+			if b, found := s.barriers[k]; found && b.rv != "" && reached(k.gk, k.Namespace, b.rv) {
+				delete(s.barriers, k)
+				s.n.Add(-1)
+			}
+		}
+		s.mu.Unlock()
+	}
+	return barred
 }
 
 // ofKind returns the entries of gk in namespace ns (every namespace when
@@ -211,8 +242,8 @@ func (s *session) sweep(now time.Time) int {
 			dropped++
 		}
 	}
-	for k, at := range s.barriers {
-		if now.Sub(at) >= s.ttl {
+	for k, b := range s.barriers {
+		if now.Sub(b.at) >= s.ttl {
 			delete(s.barriers, k)
 			dropped++
 		}

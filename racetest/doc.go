@@ -15,7 +15,8 @@
 //     a manager's cache. Reads served by that cache are stale for at least
 //     the delay after every write.
 //   - [Faults] injects 409 Conflict, 500 and 429 (with Retry-After) into a
-//     controller-runtime client's updates and patches, through
+//     controller-runtime client's updates and patches (and, when named in
+//     FaultOptions.Operations, its creates and deletes), through
 //     interceptor.NewClient, at given rates from a seeded random source;
 //     [Faults.NewClient] puts them into every write of a manager's client.
 //     Its applied faults are the ambiguous writes: the server applies the

@@ -26,8 +26,9 @@ import (
 // Operation is a client write that [Faults] can fail.
 type Operation string
 
-// The operations Faults intercepts. Subresources other than status, creates,
-// deletes, reads and server-side apply always pass.
+// The operations Faults intercepts. Subresources other than status, reads
+// and server-side apply always pass; creates and deletes fail only when
+// FaultOptions.Operations names them.
 const (
 	// OpUpdate is client.Update.
 	OpUpdate Operation = "update"
@@ -37,9 +38,19 @@ const (
 	OpStatusUpdate Operation = "status update"
 	// OpStatusPatch is client.Status().Patch.
 	OpStatusPatch Operation = "status patch"
+	// OpCreate is client.Create. An applied fault on a Create with
+	// generateName leaves the caller's object without the name the server
+	// gave: the caller cannot read back what it created.
+	OpCreate Operation = "create"
+	// OpDelete is client.Delete.
+	OpDelete Operation = "delete"
 )
 
-var allOperations = []Operation{OpUpdate, OpPatch, OpStatusUpdate, OpStatusPatch}
+// defaultOperations are the operations a nil FaultOptions.Operations means.
+var defaultOperations = []Operation{OpUpdate, OpPatch, OpStatusUpdate, OpStatusPatch}
+
+// allOperations are the operations FaultOptions.Operations may name.
+var allOperations = []Operation{OpUpdate, OpPatch, OpStatusUpdate, OpStatusPatch, OpCreate, OpDelete}
 
 // Fault is a kind of error [Faults] injects.
 type Fault string
@@ -89,7 +100,9 @@ type FaultOptions struct {
 	// means 1, negative is an error.
 	RetryAfterSeconds int
 
-	// Operations are the operations that may fail; nil means all of them.
+	// Operations are the operations that may fail; nil means updates,
+	// patches and status updates and patches. Creates and deletes fail only
+	// when named here (OpCreate, OpDelete).
 	Operations []Operation
 	// Match, if set, further selects the calls that may fail, for example
 	// only WorkItems. Calls it rejects pass and draw no random number, so
@@ -167,7 +180,7 @@ func NewFaults(opts FaultOptions) (*Faults, error) {
 	}
 	ops := slices.Clone(opts.Operations)
 	if ops == nil {
-		ops = allOperations
+		ops = defaultOperations
 	}
 	for _, op := range ops {
 		if !slices.Contains(allOperations, op) {
@@ -305,8 +318,13 @@ func (f *Faults) fail(c client.Client, fault Fault, op Operation, obj client.Obj
 		return apierrors.NewInternalError(errors.New(msg))
 	case FaultAppliedTimeout:
 		method := http.MethodPatch
-		if op == OpUpdate || op == OpStatusUpdate {
+		switch op {
+		case OpUpdate, OpStatusUpdate:
 			method = http.MethodPut
+		case OpCreate:
+			method = http.MethodPost
+		case OpDelete:
+			method = http.MethodDelete
 		}
 		return &url.Error{Op: method[:1] + strings.ToLower(method[1:]), URL: requestPath(c, obj, op), Err: context.DeadlineExceeded}
 	default:
@@ -329,7 +347,10 @@ func requestPath(c client.Client, obj client.Object, op Operation) string {
 	if ns := obj.GetNamespace(); ns != "" {
 		b.WriteString("/namespaces/" + ns)
 	}
-	b.WriteString("/" + groupResource(c, obj).Resource + "/" + obj.GetName())
+	b.WriteString("/" + groupResource(c, obj).Resource)
+	if op != OpCreate {
+		b.WriteString("/" + obj.GetName())
+	}
 	if op == OpStatusUpdate || op == OpStatusPatch {
 		b.WriteString("/status")
 	}
@@ -353,14 +374,25 @@ func groupResource(c client.Client, obj client.Object) schema.GroupResource {
 	return m.Resource.GroupResource()
 }
 
-// Funcs returns the interceptor functions that inject the faults. Only
-// Update, Patch and the status subresource's Update and Patch are set.
+// Funcs returns the interceptor functions that inject the faults: Create,
+// Update, Patch, Delete and the status subresource's Update and Patch are
+// set; the others pass.
 //
 // After an applied fault the write is on the server, and obj is as the
 // caller passed it: neither the server's answer nor its new resourceVersion
 // is written into it.
 func (f *Faults) Funcs() interceptor.Funcs {
 	return interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			return f.call(c, OpCreate, obj, func(obj client.Object) error {
+				return c.Create(ctx, obj, opts...)
+			})
+		},
+		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+			return f.call(c, OpDelete, obj, func(obj client.Object) error {
+				return c.Delete(ctx, obj, opts...)
+			})
+		},
 		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
 			return f.call(c, OpUpdate, obj, func(obj client.Object) error {
 				return c.Update(ctx, obj, opts...)

@@ -193,7 +193,7 @@ func TestNewFaultsRejectsInvalidOptions(t *testing.T) {
 		"NaN rate":             {TooManyRequests: math.NaN()},
 		"rates sum above one":  {Conflict: 0.6, ServerError: 0.5},
 		"negative retry after": {TooManyRequests: 0.1, RetryAfterSeconds: -1},
-		"unknown operation":    {Operations: []racetest.Operation{"create"}},
+		"unknown operation":    {Operations: []racetest.Operation{"get"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			f, err := racetest.NewFaults(opts)
@@ -265,5 +265,56 @@ func TestAppliedFaultsWriteAndFail(t *testing.T) {
 				t.Errorf("after a refused write Injected().Of(%s) = %d, want still 1", tc.fault, got)
 			}
 		})
+	}
+}
+
+// TestFaultsOnCreatesAndDeletes: creates and deletes fail only when named,
+// and an applied fault on them is as ambiguous as on an update: the server
+// created (or deleted) the object, and the caller got an error and its own
+// object back, without the name the server generated.
+func TestFaultsOnCreatesAndDeletes(t *testing.T) {
+	ctx := t.Context()
+	newPod := func() *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: "child-", Namespace: "default"}}
+	}
+	byDefault, err := racetest.NewFaults(racetest.FaultOptions{AppliedTimeout: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := fake.NewClientBuilder().Build()
+	if err := interceptor.NewClient(base, byDefault.Funcs()).Create(ctx, newPod()); err != nil {
+		t.Fatalf("Create with Operations nil = %v, want it to pass: creates fail only when named", err)
+	}
+
+	f, err := racetest.NewFaults(racetest.FaultOptions{AppliedTimeout: 1, Operations: []racetest.Operation{racetest.OpCreate, racetest.OpDelete}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base = fake.NewClientBuilder().Build()
+	c := interceptor.NewClient(base, f.Funcs())
+	pod := newPod()
+	err = c.Create(ctx, pod)
+	var u *url.Error
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.As(err, &u) || u.Op != "Post" || u.URL != "/api/v1/namespaces/default/pods" {
+		t.Fatalf("Create = %v, want a POST timeout", err)
+	}
+	if pod.Name != "" || pod.ResourceVersion != "" {
+		t.Errorf("the caller's object got name %q, resourceVersion %q; want neither", pod.Name, pod.ResourceVersion)
+	}
+	var pods corev1.PodList
+	if err := base.List(ctx, &pods); err != nil || len(pods.Items) != 1 {
+		t.Fatalf("server has %d pods (%v), want the create applied", len(pods.Items), err)
+	}
+	err = c.Delete(ctx, &pods.Items[0])
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.As(err, &u) || u.Op != "Delete" {
+		t.Fatalf("Delete = %v, want a DELETE timeout", err)
+	}
+	if err := base.List(ctx, &pods); err != nil || len(pods.Items) != 0 {
+		t.Fatalf("server has %d pods (%v), want the delete applied", len(pods.Items), err)
+	}
+	counts := f.Injected()
+	if counts.Injected[racetest.Injection{Fault: racetest.FaultAppliedTimeout, Operation: racetest.OpCreate}] != 1 ||
+		counts.Injected[racetest.Injection{Fault: racetest.FaultAppliedTimeout, Operation: racetest.OpDelete}] != 1 {
+		t.Errorf("Injected = %v, want one applied timeout on a create and one on a delete", counts.Injected)
 	}
 }

@@ -1,0 +1,145 @@
+package wire_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/racesafe/racesafe/internal/testenv"
+	"github.com/racesafe/racesafe/racetest"
+	"github.com/racesafe/racesafe/wire"
+)
+
+// TestIntegrationAmbiguousChildCreateMakesNoDuplicate: "List my children
+// from the cache, create one with generateName if there is none", where the
+// first Create is applied by the server and answered with a timeout, and the
+// cache sees Secrets 300 ms late. The controller-runtime controller retries
+// on the lagging List and creates a second child; the wired one reads the
+// kind's version live after the ambiguous Create, and neither its guard nor
+// its List lets the retry decide before the cache has reached it.
+func TestIntegrationAmbiguousChildCreateMakesNoDuplicate(t *testing.T) {
+	env := testenv.Start(t, testenv.Options{})
+	direct, err := client.New(env.Config, client.Options{Scheme: clientgoscheme.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, wired := range []bool{false, true} {
+		name := map[bool]string{false: "controller-runtime", true: "wire"}[wired]
+		t.Run(name, func(t *testing.T) {
+			ns := "ambiguous-" + name
+			if err := direct.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+				t.Fatal(err)
+			}
+			children := runChildController(t, env, direct, ns, wired)
+			t.Logf("%s: %d children on the server", name, children)
+			if wired && children != 1 {
+				t.Errorf("wired controller: %d children after an ambiguous create, want exactly 1", children)
+			}
+			if !wired && children < 2 {
+				t.Errorf("controller-runtime controller: %d children; with the create applied and a 300 ms lag it must duplicate, or this test proves nothing", children)
+			}
+		})
+	}
+}
+
+func runChildController(t *testing.T, env *testenv.Env, direct client.Client, ns string, wired bool) int {
+	var creates atomic.Int64
+	faults, err := racetest.NewFaults(racetest.FaultOptions{
+		AppliedTimeout: 1,
+		Operations:     []racetest.Operation{racetest.OpCreate},
+		// Only the first child Create is ambiguous.
+		Match: func(_ racetest.Operation, obj client.Object) bool {
+			_, secret := obj.(*corev1.Secret)
+			return secret && creates.Add(1) == 1
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme:                 clientgoscheme.Scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
+		NewCache: racetest.LaggedCache(racetest.LagOptions{
+			Delay: 300 * time.Millisecond,
+			Match: func(r racetest.Request) bool { return r.Resource == "secrets" },
+		}),
+		NewClient:  faults.NewClient,
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen atomic.Int64 // reconciles that saw a child
+	var c client.Client = mgr.GetClient()
+	reconcileChildren := reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+		var owner corev1.ConfigMap
+		if err := c.Get(ctx, req.NamespacedName, &owner); err != nil {
+			return reconcile.Result{}, client.IgnoreNotFound(err)
+		}
+		var list corev1.SecretList
+		if err := c.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{"owner": owner.Name}); err != nil {
+			return reconcile.Result{}, err
+		}
+		if len(list.Items) > 0 {
+			seen.Add(1)
+			return reconcile.Result{RequeueAfter: 50 * time.Millisecond}, nil
+		}
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "child-", Labels: map[string]string{"owner": owner.Name}}}
+		if err := controllerutil.SetControllerReference(&owner, s, clientgoscheme.Scheme); err != nil {
+			return reconcile.Result{}, err
+		}
+		return reconcile.Result{RequeueAfter: 50 * time.Millisecond}, c.Create(ctx, s)
+	})
+	if wired {
+		b := wire.ControllerManagedBy(mgr)
+		c = b.Client()
+		err = b.Named("children-"+ns).For(&corev1.ConfigMap{}).Owns(&corev1.Secret{}).Complete(reconcileChildren)
+	} else {
+		err = ctrl.NewControllerManagedBy(mgr).Named("children-" + ns).For(&corev1.ConfigMap{}).Owns(&corev1.Secret{}).Complete(reconcileChildren)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	}()
+	if err := direct.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "owner"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return seen.Load() >= 5, nil
+	}); err != nil {
+		t.Fatalf("waiting for reconciles that see a child: %v", err)
+	}
+	if got := faults.Injected().Total(); got != 1 {
+		t.Fatalf("faults injected = %d, want the one ambiguous create", got)
+	}
+	var onServer corev1.SecretList
+	if err := direct.List(ctx, &onServer, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	return len(onServer.Items)
+}
+
