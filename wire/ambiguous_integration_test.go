@@ -109,7 +109,7 @@ func runChildController(t *testing.T, env *testenv.Env, direct client.Client, ns
 	if wired {
 		b := wire.ControllerManagedBy(mgr)
 		c = b.Client()
-		err = b.Named("children-"+ns).For(&corev1.ConfigMap{}).Owns(&corev1.Secret{}).Complete(reconcileChildren)
+		err = b.Named("children-" + ns).For(&corev1.ConfigMap{}).Owns(&corev1.Secret{}).Complete(reconcileChildren)
 	} else {
 		err = ctrl.NewControllerManagedBy(mgr).Named("children-" + ns).For(&corev1.ConfigMap{}).Owns(&corev1.Secret{}).Complete(reconcileChildren)
 	}
@@ -142,4 +142,3 @@ func runChildController(t *testing.T, env *testenv.Env, direct client.Client, ns
 	}
 	return len(onServer.Items)
 }
-
