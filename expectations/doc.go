@@ -146,7 +146,10 @@
 //     or a cached object absent from it at a resourceVersion below the
 //     List's, is stale as if this tracker had made the write; only that gap
 //     is recorded, and a version Prime cannot order is a
-//     *ResourceVersionError, never a guess.
+//     *ResourceVersionError, never a guess. With a selector, a cached
+//     object absent from the live List is read live by name: a deletion is
+//     recorded only for an object gone or replaced by another UID, never
+//     for one that stopped matching.
 //   - Observable: on controller-runtime's metrics registry, per controller (the tracker's Name, in the controller label),
 //     racesafe_expectations_pending, _stale_reads_total, _satisfied_total,
 //     _expired_total, _sweeps_total, and _catch_up_seconds, the informer lag

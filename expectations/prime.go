@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
@@ -39,6 +40,11 @@ type PrimeResult struct {
 //     caught up;
 //   - cached but absent from the live List, at a resourceVersion older than
 //     the List's: ExpectDeletion, as the server deleted it before listing.
+//     With a label or field selector, absence may mean the object no longer
+//     matches: Prime then Gets it live, and records ExpectWrite of the
+//     live copy (older cached copy of an object relabelled since),
+//     ExpectDeletion only when it is gone or another incarnation holds the
+//     name, and nothing when the cached copy is as new.
 //
 // Objects the cache already shows as new as the server, or not at all, and
 // cached objects newer than the List, are left alone: Prime records only
@@ -91,8 +97,17 @@ func (t *Tracker) Prime(ctx context.Context, live, cached client.Reader, list cl
 	if err := cached.List(ctx, inCache, opts...); err != nil {
 		return res, fmt.Errorf("prime: cached list %T: %w", list, err)
 	}
+	lo := (&client.ListOptions{}).ApplyOptions(opts)
+	selective := (lo.LabelSelector != nil && !lo.LabelSelector.Empty()) || (lo.FieldSelector != nil && !lo.FieldSelector.Empty())
 	err := eachObject(inCache, func(c client.Object) error {
 		s, found := server[client.ObjectKeyFromObject(c)]
+		if !found && selective {
+			var err error
+			if s, err = liveCopy(ctx, live, c); err != nil {
+				return err
+			}
+			found = s != nil
+		}
 		than := res.ResourceVersion
 		if found {
 			than = s.GetResourceVersion()
@@ -113,6 +128,25 @@ func (t *Tracker) Prime(ctx context.Context, live, cached client.Reader, list cl
 		return res, fmt.Errorf("prime: %w", err)
 	}
 	return res, nil
+}
+
+// liveCopy Gets c's object live: nil when it is gone or another incarnation
+// holds its name, which is a deletion of c's.
+func liveCopy(ctx context.Context, live client.Reader, c client.Object) (client.Object, error) {
+	obj, err := objcopy.EmptyLike(c)
+	if err != nil {
+		return nil, err
+	}
+	switch err := live.Get(ctx, client.ObjectKeyFromObject(c), obj); {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("live get of %s, absent from the selected list: %w", client.ObjectKeyFromObject(c), err)
+	}
+	if c.GetUID() != "" && obj.GetUID() != "" && obj.GetUID() != c.GetUID() {
+		return nil, nil
+	}
+	return obj, nil
 }
 
 // older reports whether the cached obj orders strictly before rv. A

@@ -164,3 +164,41 @@ func TestPrimeRefusesBadInput(t *testing.T) {
 		t.Errorf("Pending = %d after refused Primes, want 0", got)
 	}
 }
+
+// TestPrimeWithASelectorTellsRelabelledFromDeleted: with a selector, an
+// object absent from the live List may only have stopped matching. It is
+// then a copy the cache lags, not a deletion: recorded as deleted, it would
+// be refused as "the incarnation recorded as deleted" for the whole TTL.
+func TestPrimeWithASelectorTellsRelabelledFromDeleted(t *testing.T) {
+	labelled := func(cm *corev1.ConfigMap, app string) *corev1.ConfigMap {
+		cm.Labels = map[string]string{"app": app}
+		return cm
+	}
+	live := listedAt(fake.NewClientBuilder().WithObjects(
+		labelled(configMap("relabelled", "u1", "20"), "b"),
+		labelled(configMap("replaced", "u2-new", "22"), "b"),
+		labelled(configMap("kept", "u3", "15"), "a"),
+	).Build(), "30")
+	cached := fake.NewClientBuilder().WithObjects(
+		labelled(configMap("relabelled", "u1", "10"), "a"), // the server has rv 20, app=b
+		labelled(configMap("replaced", "u2", "12"), "a"),   // another incarnation holds the name
+		labelled(configMap("deleted", "u4", "5"), "a"),     // gone
+		labelled(configMap("kept", "u3", "15"), "a"),
+	).Build()
+	tr := expectations.New(expectations.Options{Name: "prime-selector"})
+	res, err := tr.Prime(t.Context(), live, cached, &corev1.ConfigMapList{}, client.InNamespace("default"), client.MatchingLabels{"app": "a"})
+	if err != nil {
+		t.Fatalf("Prime: %v", err)
+	}
+	want := expectations.PrimeResult{Listed: 1, ResourceVersion: "30", Behind: 1, Gone: 2}
+	if res != want {
+		t.Fatalf("Prime = %+v, want %+v", res, want)
+	}
+	r := expectations.NewReader(cached, tr)
+	var cm corev1.ConfigMap
+	err = r.Get(t.Context(), client.ObjectKey{Namespace: "default", Name: "relabelled"}, &cm)
+	var stale *expectations.StaleError
+	if !errors.As(err, &stale) || stale.Deletion || stale.Want != "20" {
+		t.Fatalf("Get of the relabelled object = %v, want a *StaleError for a lagging copy, not a deletion", err)
+	}
+}
