@@ -329,6 +329,17 @@ func setInto(dst, src client.Object) {
 // (a deletion that may be terminating, a write known only by its
 // resourceVersion).
 func (c *Client) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if _, live := LiveReadRequired(ctx); live {
+		if gvk, err := c.listKind(list); err == nil {
+			if c.listLive(ctx, gvk.GroupKind(), (&client.ListOptions{}).ApplyOptions(opts).Namespace) {
+				if err := c.apiReader.List(ctx, list, opts...); err != nil {
+					return err
+				}
+				c.metrics().live.Inc()
+				return nil
+			}
+		}
+	}
 	if c.s.n.Load() == 0 {
 		err := c.inner.List(ctx, list, opts...)
 		if err == nil {
@@ -561,19 +572,55 @@ func (c *Client) CheckOwner(ctx context.Context, key client.ObjectKey) error {
 
 // Guard returns r with CheckOwner of the request at its entry: a refused
 // owner ends the reconcile with CheckOwner's error before r runs. Put a
-// requeue.Floor around it to turn that error into a short requeue. On a
-// Client without Owners, Guard returns r itself: the Client's Gets and
-// Lists already serve its own writes, and there is no owner to check.
+// requeue.Floor around it to turn that error into a short requeue. An
+// owner whose wait outlived the TTL with OwnerOptions.LiveReadOnExpiry (an
+// *OwnerExpiredError) is not refused: r runs with a context that
+// LiveReadRequired reports, and through which this Client Lists the kind
+// that waited, in its namespace, from the APIReader. On a Client without
+// Owners, Guard returns r itself: the Client's Gets and Lists already serve
+// its own writes, and there is no owner to check.
 func (c *Client) Guard(r reconcile.Reconciler) reconcile.Reconciler {
 	if c.owners == nil {
 		return r
 	}
 	return reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-		if err := c.CheckOwner(ctx, req.NamespacedName); err != nil {
+		ctx, err := c.GuardEntry(ctx, req.NamespacedName)
+		if err != nil {
 			return reconcile.Result{}, err
 		}
 		return r.Reconcile(ctx, req)
 	})
+}
+
+// GuardEntry is Guard's check, for a builder that guards a reconcile
+// itself: CheckOwner, with an *OwnerExpiredError turned into the context
+// the reconcile runs with (see Guard) and a nil error.
+func (c *Client) GuardEntry(ctx context.Context, key client.ObjectKey) (context.Context, error) {
+	err := c.CheckOwner(ctx, key)
+	var expired *OwnerExpiredError
+	if errors.As(err, &expired) {
+		return context.WithValue(ctx, liveReadKey{}, expired), nil
+	}
+	return ctx, err
+}
+
+type liveReadKey struct{}
+
+// LiveReadRequired reports whether ctx is a reconcile's whose owner waited
+// for a cache longer than the TTL (OwnerOptions.LiveReadOnExpiry), and
+// which kind: the reconcile should take its decision about that kind from
+// the API reader. A Client does so for its Lists of the kind in the
+// namespace when it has an APIReader.
+func LiveReadRequired(ctx context.Context) (*OwnerExpiredError, bool) {
+	e, ok := ctx.Value(liveReadKey{}).(*OwnerExpiredError)
+	return e, ok
+}
+
+// listLive reports whether a List of gk in ns must be read live: the
+// reconcile's owner waited past the TTL for that kind there.
+func (c *Client) listLive(ctx context.Context, gk schema.GroupKind, ns string) bool {
+	e, ok := LiveReadRequired(ctx)
+	return ok && c.apiReader != nil && e.Kind == gk && (ns == "" || e.Namespace == "" || e.Namespace == ns)
 }
 
 // AmbiguousWrites reports whether a write of kind gk in namespace ns (in

@@ -167,7 +167,9 @@
 //   - Bounded: after the TTL a record is dropped and counted expired, and
 //     Check returns nil; with LiveReadOnExpiry it returns an
 //     *OwnerExpiredError once, which is not ErrStale: take that reconcile's
-//     decision from the API reader.
+//     decision from the API reader. A Client's Guard (and wire) runs that
+//     reconcile with LiveReadRequired set, and the Client Lists the kind
+//     that waited, in its namespace, from its APIReader.
 //   - Strict: a resourceVersion that cannot be ordered, written or cached,
 //     is an *OwnerResourceVersionError, never ready.
 //   - Exact per owner: records are kept per owner incarnation (UID). A
@@ -240,7 +242,7 @@
 //     or after the TTL, by the read that meets it or by a sweep on the write
 //     path at most once per TTL.
 //   - Observable: racesafe_client_reads_total{controller,served="cache",
-//     "own_write" or "refused"}, racesafe_client_caught_up_total and
+//     "own_write", "live" or "refused"}, racesafe_client_caught_up_total and
 //     racesafe_client_pending, per controller.
 //   - Guarded entry: CheckOwner matches ErrStale while the cache of anything
 //     the client wrote for the owner is older than those writes; an owner

@@ -73,7 +73,7 @@ func newTrackerMetrics(name string) trackerMetrics {
 var (
 	clientReadsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "racesafe_client_reads_total",
-		Help: "Reads through the drop-in Client, by what served them: the cache, this client's own last write, or refused as stale.",
+		Help: "Reads through the drop-in Client, by what served them: the cache, this client's own last write, the API server (after an owner's wait expired), or refused as stale.",
 	}, []string{"controller", "served"})
 
 	clientCaughtUpTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -100,6 +100,7 @@ func init() {
 type clientMetrics struct {
 	name                string
 	cache, own, refused prometheus.Counter
+	live                prometheus.Counter
 	caughtUp            prometheus.Counter
 	pending             prometheus.Gauge
 }
@@ -110,6 +111,7 @@ func newClientMetrics(name string) *clientMetrics {
 		cache:    clientReadsTotal.WithLabelValues(name, "cache"),
 		own:      clientReadsTotal.WithLabelValues(name, "own_write"),
 		refused:  clientReadsTotal.WithLabelValues(name, "refused"),
+		live:     clientReadsTotal.WithLabelValues(name, "live"),
 		caughtUp: clientCaughtUpTotal.WithLabelValues(name),
 		pending:  clientPending.WithLabelValues(name),
 	}

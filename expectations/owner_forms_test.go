@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/racesafe/racesafe/expectations"
@@ -188,3 +190,53 @@ func TestOwnerClusterScopedOwner(t *testing.T) {
 }
 
 func ptrTrue() *bool { b := true; return &b }
+
+// TestGuardReadsLiveAfterAnExpiredWait: with LiveReadOnExpiry, an owner
+// whose record outlived the TTL is not refused, and not let through on the
+// lagging cache either: the reconcile runs with LiveReadRequired, and the
+// Client Lists the kind that waited from the API reader.
+func TestGuardReadsLiveAfterAnExpiredWait(t *testing.T) {
+	ctx := t.Context()
+	clk := newFakeClock()
+	fc := &formCache{}
+	tr, err := expectations.NewOwnerTracker(expectations.OwnerOptions{
+		Name: "live-" + t.Name(), For: &corev1.ConfigMap{}, Cache: fc, TTL: time.Minute, Clock: clk, LiveReadOnExpiry: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := ownerCM("o1")
+	lagging := fake.NewClientBuilder().WithObjects(owner).Build() // the cache: no child
+	live := fake.NewClientBuilder().WithObjects(owner, child("default", "c-1", "c1", "100")).Build()
+	c, err := expectations.NewClient(lagging, expectations.ClientOptions{Name: "live-" + t.Name(), Owners: tr, APIReader: live, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Wrote(ctx, owner, child("default", "c-1", "c1", "100")); err != nil {
+		t.Fatal(err)
+	}
+	clk.Step(2 * time.Minute)
+
+	var ran, required bool
+	var children int
+	r := c.Guard(reconcile.Func(func(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
+		ran = true
+		_, required = expectations.LiveReadRequired(ctx)
+		var list corev1.SecretList
+		if err := c.List(ctx, &list, client.InNamespace("default")); err != nil {
+			return reconcile.Result{}, err
+		}
+		children = len(list.Items)
+		return reconcile.Result{}, nil
+	}))
+	if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(owner)}); err != nil {
+		t.Fatalf("Reconcile after the wait expired = %v, want the reconciler to run", err)
+	}
+	if !ran || !required || children != 1 {
+		t.Fatalf("reconciler ran %v, LiveReadRequired %v, children listed %d; want true, true, 1 (read live)", ran, required, children)
+	}
+	// The next reconcile has nothing pending: the cache again.
+	if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(owner)}); err != nil || required || children != 0 {
+		t.Fatalf("next reconcile: err %v, LiveReadRequired %v, children %d; want the cache's 0", err, required, children)
+	}
+}

@@ -261,7 +261,8 @@ func (g *guarded) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 	case err != nil:
 		return g.refused(ctx, req, err)
 	default:
-		if err := g.owners.Check(ctx, owner); err != nil {
+		var err error
+		if ctx, err = g.c.GuardEntry(ctx, req.NamespacedName); err != nil {
 			return g.refused(ctx, req, err)
 		}
 	}
