@@ -98,6 +98,13 @@
 //
 //	res, err := tracker.Prime(ctx, mgr.GetAPIReader(), mgr.GetCache(), &appsv1.ReplicaSetList{})
 //
+// OwnerTracker.Prime does the same for the owned kinds declared in
+// OwnerOptions.Owns: each child the cache lags (missing, older, or deleted
+// on the server) becomes a record of its owner, so a new leader's owner
+// check waits for the children its predecessor created. With
+// OwnerOptions.AwaitPrime, no owner passes until Prime has returned; wire
+// sets both and primes at election.
+//
 // # Guarantees
 //
 //   - Exact: a cached object is stale if and only if an expectation is

@@ -64,6 +64,12 @@ type OwnerOptions struct {
 	// a controller that writes typed objects and Lists them metadata-only
 	// must declare Owns.
 	Owns []client.Object
+	// AwaitPrime makes Check refuse every owner, with an *OwnerStaleError
+	// whose Unprimed is set, until Prime has returned once: a new leader
+	// then acts on no owner before it knows what its predecessor's writes
+	// its cache lags. Set it only where Prime runs (wire does, at leader
+	// election); false means Check never waits for Prime.
+	AwaitPrime bool
 	// RESTMapper tells whether the owner kind is namespaced, so that
 	// WroteOwned and DeletedOwned record a cluster-scoped owner's children
 	// under the owner's own key. When nil, a Client with these Owners asks
@@ -96,6 +102,8 @@ type OwnerTracker struct {
 	// scope is the owner kind's scope: scopeUnknown until the RESTMapper
 	// or a Client has told.
 	scope atomic.Int32
+	// awaiting: AwaitPrime, and Prime has not returned yet.
+	awaiting atomic.Bool
 
 	kindsMu sync.Mutex
 	kinds   map[schema.GroupKind]*ownerKind
@@ -186,6 +194,7 @@ func NewOwnerTracker(opts OwnerOptions) (*OwnerTracker, error) {
 		queues:       make(map[*ownerQueue]struct{}),
 		mapper:       opts.RESTMapper,
 	}
+	t.awaiting.Store(opts.AwaitPrime)
 	if opts.Owns != nil {
 		t.declared = make(map[schema.GroupKind][]client.Object, len(opts.Owns))
 	}
@@ -503,6 +512,9 @@ func (t *OwnerTracker) Check(ctx context.Context, owner client.Object) error {
 	key, err := nameOf(owner)
 	if err != nil {
 		return fmt.Errorf("owner: %w", err)
+	}
+	if t.awaiting.Load() {
+		return &OwnerStaleError{Owner: key, Unprimed: true}
 	}
 	t.mu.RLock()
 	e := t.owners[key]

@@ -48,10 +48,16 @@ type OwnerStaleError struct {
 	// Deleted names an owned object deleted by this controller that the
 	// cache still shows, when that is what is awaited.
 	Deleted string
+	// Unprimed: OwnerOptions.AwaitPrime is set and Prime has not returned
+	// yet; Kind and the versions are empty.
+	Unprimed bool
 }
 
 // Error implements error.
 func (e *OwnerStaleError) Error() string {
+	if e.Unprimed {
+		return fmt.Sprintf("%s: owner %s: the owned kinds have not been primed yet", ErrStale, e.Owner)
+	}
 	if e.Deleted != "" {
 		return fmt.Sprintf("%s: owner %s deleted %s %s/%s but the cache still shows it",
 			ErrStale, e.Owner, e.Kind, e.Namespace, e.Deleted)

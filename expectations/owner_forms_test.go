@@ -240,3 +240,29 @@ func TestGuardReadsLiveAfterAnExpiredWait(t *testing.T) {
 		t.Fatalf("next reconcile: err %v, LiveReadRequired %v, children %d; want the cache's 0", err, required, children)
 	}
 }
+
+// TestOwnerAwaitPrime: with AwaitPrime, no owner passes before Prime has
+// returned, and Prime's return (an error too) lets them through. Prime
+// needs the declared kinds it lists.
+func TestOwnerAwaitPrime(t *testing.T) {
+	ctx := t.Context()
+	tr, err := expectations.NewOwnerTracker(expectations.OwnerOptions{
+		Name: "await-" + t.Name(), For: &corev1.ConfigMap{}, Cache: &formCache{}, AwaitPrime: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stale *expectations.OwnerStaleError
+	if err := tr.Check(ctx, ownerCM("o1")); !errors.As(err, &stale) || !stale.Unprimed || !errors.Is(err, expectations.ErrStale) {
+		t.Fatalf("Check before Prime = %v, want an unprimed *OwnerStaleError", err)
+	}
+	if _, err := tr.Prime(ctx, fake.NewClientBuilder().Build()); !errors.Is(err, expectations.ErrOwnerOptions) {
+		t.Fatalf("Prime without Owns = %v, want ErrOwnerOptions", err)
+	}
+	if err := tr.Check(ctx, ownerCM("o1")); err != nil {
+		t.Fatalf("Check after Prime returned = %v, want nil", err)
+	}
+	if _, err := tr.Prime(ctx, nil); !errors.Is(err, expectations.ErrOwnerOptions) {
+		t.Fatalf("Prime with a nil reader = %v, want ErrOwnerOptions", err)
+	}
+}

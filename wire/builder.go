@@ -220,10 +220,28 @@ func (b *Builder) Build(r reconcile.Reconciler) (controller.Controller, error) {
 	}
 	owners, err := expectations.NewOwnerTracker(expectations.OwnerOptions{
 		Name: name, For: b.forObj, Cache: b.mgr.GetCache(), Scheme: b.mgr.GetScheme(),
-		Owns: b.owns, RESTMapper: b.mgr.GetRESTMapper(),
+		Owns: b.owns, RESTMapper: b.mgr.GetRESTMapper(), AwaitPrime: len(b.owns) > 0,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("wire %s: %w", name, err)
+	}
+	if len(b.owns) > 0 {
+		// Once this replica leads (at once without leader election), learn
+		// which of the previous leader's owned writes the cache lags, before
+		// any owner is acted on: the guard refuses until Prime returns.
+		apiReader := b.mgr.GetAPIReader()
+		if err := b.mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+			res, err := owners.Prime(ctx, apiReader)
+			logger := b.mgr.GetLogger().WithValues("controller", name)
+			if err != nil {
+				logger.Error(err, "priming the owned kinds failed; owners are checked against this replica's own writes only")
+				return nil
+			}
+			logger.V(1).Info("owned kinds primed", "listed", res.Listed, "missing", res.Missing, "behind", res.Behind, "gone", res.Gone)
+			return nil
+		})); err != nil {
+			return nil, fmt.Errorf("wire %s: %w", name, err)
+		}
 	}
 	b.c.Named(name).WithOwners(owners)
 	stale := b.opts.StaleRequeue

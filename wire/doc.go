@@ -36,6 +36,20 @@
 //     reconcile with RequeueAfter Options.StaleRequeue and a nil error, so
 //     the rate limiter's backoff does not grow. Every other error and result
 //     is the reconciler's, unchanged.
+//   - Every form: the guard waits on the informers of the forms Owns
+//     declares (the metadata-only one with builder.OnlyMetadata), whatever
+//     form the reconciler writes, and reads or starts no other.
+//   - Primed at election: with at least one Owns, no owner passes the guard
+//     until this replica, once it leads, has listed the owned kinds live and
+//     recorded which of its predecessor's children its cache lags
+//     (OwnerTracker.Prime); a warm standby whose cache missed its
+//     predecessor's last Create does not make a second child. If that List
+//     fails (RBAC that forbids a cluster-wide List), the error is logged and
+//     owners pass on this replica's own writes only.
+//   - Ambiguous creates: a child Create with generateName that the server
+//     applied but answered with an error makes the owner wait until the
+//     cache has reached a version read live after it (see
+//     expectations.Client).
 //   - Strict: a nil manager, a missing For, a nil reconciler, a negative
 //     StaleRequeue, or a second Complete is an error matching ErrBuilder,
 //     never a panic.
@@ -47,9 +61,9 @@
 //
 //   - It does not poll settled objects: nothing is requeued that the
 //     reconciler did not ask for, except refusals.
-//   - It does not yet prime a new leader's trackers before its first
-//     reconcile, nor finish a deletion's reconcile when the manager stops;
-//     examples/workitem/reconciler does both by hand.
+//   - It does not prime the For kind's own objects (expectations.Tracker.Prime
+//     does, by hand), nor finish a deletion's reconcile when the manager
+//     stops; examples/workitem/reconciler does both by hand.
 //   - It does not change the reconciler's own reads: they are as safe as the
 //     client it reads through, so assign Client() to it.
 package wire

@@ -1,0 +1,180 @@
+package wire_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/racesafe/racesafe/internal/testenv"
+	"github.com/racesafe/racesafe/racetest"
+	"github.com/racesafe/racesafe/wire"
+)
+
+// TestIntegrationNewLeaderKnowsItsPredecessorsChildren: a warm standby's
+// cache synced before the last leader created a child, and sees Secrets
+// 4 s late. It takes the lease right after that create and reconciles the
+// owner: "List my children, create one if there is none". The
+// controller-runtime controller creates a second child from its lagging
+// List; the wired one primes the owned kinds at election and waits for its
+// cache to show the child.
+func TestIntegrationNewLeaderKnowsItsPredecessorsChildren(t *testing.T) {
+	env := testenv.Start(t, testenv.Options{})
+	direct, err := client.New(env.Config, client.Options{Scheme: clientgoscheme.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, wired := range []bool{false, true} {
+		name := map[bool]string{false: "controller-runtime", true: "wire"}[wired]
+		t.Run(name, func(t *testing.T) {
+			ns := "prime-" + name
+			if err := direct.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+				t.Fatal(err)
+			}
+			children := runNewLeader(t, env, direct, ns, wired)
+			t.Logf("%s: %d children on the server", name, children)
+			if wired && children != 1 {
+				t.Errorf("wired new leader: %d children, want exactly the predecessor's 1", children)
+			}
+			if !wired && children < 2 {
+				t.Errorf("controller-runtime new leader: %d children; with its cache 4 s behind it must duplicate, or this test proves nothing", children)
+			}
+		})
+	}
+}
+
+func runNewLeader(t *testing.T, env *testenv.Env, direct client.Client, ns string, wired bool) int {
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	// The predecessor holds the lease, and renews it until it has written.
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "children"}, Spec: coordinationv1.LeaseSpec{
+		HolderIdentity: ptr.To("predecessor"), LeaseDurationSeconds: ptr.To(int32(2)),
+		AcquireTime: &metav1.MicroTime{Time: time.Now()}, RenewTime: &metav1.MicroTime{Time: time.Now()},
+	}}
+	if err := direct.Create(ctx, lease); err != nil {
+		t.Fatal(err)
+	}
+	var predecessorDone atomic.Bool
+	renewed := make(chan struct{})
+	go func() {
+		defer close(renewed)
+		for !predecessorDone.Load() && ctx.Err() == nil {
+			var l coordinationv1.Lease
+			if err := direct.Get(ctx, client.ObjectKeyFromObject(lease), &l); err == nil {
+				l.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
+				_ = direct.Update(ctx, &l)
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(300 * time.Millisecond):
+			}
+		}
+	}()
+	defer func() { predecessorDone.Store(true); <-renewed }()
+
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme:                 clientgoscheme.Scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
+		NewCache:               racetest.LaggedCache(racetest.LagOptions{Delay: 4 * time.Second, Match: func(r racetest.Request) bool { return r.Resource == "secrets" }}),
+		// A warm standby: its controllers' sources, so its informers, run
+		// before it leads.
+		Controller:              config.Controller{SkipNameValidation: ptr.To(true), EnableWarmup: ptr.To(true)},
+		LeaderElection:          true,
+		LeaderElectionID:        "children",
+		LeaderElectionNamespace: ns,
+		LeaseDuration:           ptr.To(2 * time.Second),
+		RenewDeadline:           ptr.To(1500 * time.Millisecond),
+		RetryPeriod:             ptr.To(200 * time.Millisecond),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen atomic.Int64
+	var c client.Client = mgr.GetClient()
+	reconcileChildren := reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+		var owner corev1.ConfigMap
+		if err := c.Get(ctx, req.NamespacedName, &owner); err != nil {
+			return reconcile.Result{}, client.IgnoreNotFound(err)
+		}
+		var list corev1.SecretList
+		if err := c.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{"owner": owner.Name}); err != nil {
+			return reconcile.Result{}, err
+		}
+		if len(list.Items) > 0 {
+			seen.Add(1)
+			return reconcile.Result{RequeueAfter: 50 * time.Millisecond}, nil
+		}
+		return reconcile.Result{RequeueAfter: 50 * time.Millisecond}, c.Create(ctx, ownedChild(&owner))
+	})
+	if wired {
+		b := wire.ControllerManagedBy(mgr)
+		c = b.Client()
+		err = b.Named("children-" + ns).For(&corev1.ConfigMap{}).Owns(&corev1.Secret{}).Complete(reconcileChildren)
+	} else {
+		err = ctrl.NewControllerManagedBy(mgr).Named("children-" + ns).For(&corev1.ConfigMap{}).Owns(&corev1.Secret{}).Complete(reconcileChildren)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	}()
+	// The standby's cache is warm (it runs before the lease is won) and has
+	// seen the owner; the predecessor then creates the child and stops.
+	owner := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "owner"}}
+	if err := direct.Create(ctx, owner); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		var cm corev1.ConfigMap
+		return mgr.GetCache().Get(ctx, client.ObjectKeyFromObject(owner), &cm) == nil, nil
+	}); err != nil {
+		t.Fatalf("waiting for the standby's cache: %v", err)
+	}
+	// The Secret informer (started by the warm-up) has synced: the child
+	// reaches it only through its 4 s watch lag.
+	if _, err := mgr.GetCache().GetInformer(ctx, &corev1.Secret{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := direct.Create(ctx, ownedChild(owner)); err != nil {
+		t.Fatal(err)
+	}
+	predecessorDone.Store(true)
+	if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
+		return seen.Load() >= 5, nil
+	}); err != nil {
+		t.Fatalf("waiting for reconciles that see a child: %v", err)
+	}
+	var onServer corev1.SecretList
+	if err := direct.List(ctx, &onServer, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	return len(onServer.Items)
+}
+
+func ownedChild(owner *corev1.ConfigMap) *corev1.Secret {
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: owner.Namespace, GenerateName: "child-", Labels: map[string]string{"owner": owner.Name}}}
+	_ = controllerutil.SetControllerReference(owner, s, clientgoscheme.Scheme)
+	return s
+}
