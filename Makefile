@@ -34,7 +34,7 @@ bench:
 bench-scale:
 	mkdir -p out
 	$(GO) test -run '^$$' -bench 'Scale' -benchmem -count $${COUNT:-6} ./expectations/ | tee out/bench-scale.txt
-	$(GO) run golang.org/x/perf/cmd/benchstat -col /impl -row .name,/pending,/owners,/op out/bench-scale.txt
+	$(GO) tool -modfile=hack/tools/go.mod benchstat -col /impl -row .name,/pending,/owners,/op out/bench-scale.txt
 
 ## bench-e2e: API capacity calibration, then the delete burst through every controller on one control plane.
 bench-e2e: envtest

@@ -10,8 +10,7 @@
 #   COUNT=10 hack/bench-check.sh     # the default; the figures for docs
 #   COUNT=3 hack/bench-check.sh      # a quick proof that it runs
 #
-# benchstat is a tool of the module: hack/tools/go.mod when it is there, the
-# root go.mod otherwise.
+# benchstat is a tool of hack/tools/go.mod, kept out of the library's module.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -22,11 +21,4 @@ go test -run '^$' -bench 'Check' -benchmem -count "$count" ./expectations/ | tee
 # Only the side-by-side benchmark has an impl key; the others (BenchmarkCheck,
 # BenchmarkCheckParallel, the OwnerTracker's) stay in the file for the record.
 grep -E '^(goos|goarch|pkg|cpu|BenchmarkCheckVsBaseline)' out/bench-check.txt > out/bench-check-vs.txt
-benchstat() {
-	if [ -f hack/tools/go.mod ]; then
-		go run -modfile=hack/tools/go.mod golang.org/x/perf/cmd/benchstat "$@"
-	else
-		go run golang.org/x/perf/cmd/benchstat "$@"
-	fi
-}
-benchstat -col /impl -row /form,/case out/bench-check-vs.txt
+go tool -modfile=hack/tools/go.mod benchstat -col /impl -row /form,/case out/bench-check-vs.txt

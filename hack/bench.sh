@@ -10,4 +10,4 @@ count=${COUNT:-6}
 mkdir -p out
 go test -count=1 -run 'DoesNotAllocate$' -v ./expectations/ | grep -E '^(=== RUN|--- |ok|FAIL)'
 go test -run '^$' -bench . -benchmem -count "$count" ./expectations/ ./statusupdate/ | tee out/bench.txt
-go tool benchstat out/bench.txt
+go tool -modfile=hack/tools/go.mod benchstat out/bench.txt

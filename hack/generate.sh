@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Regenerates deep-copy code and CRD manifests with controller-gen (a Go tool
-# declared in go.mod). With --verify, fails when the committed files differ
+# declared in hack/tools/go.mod). With --verify, fails when the committed files differ
 # from what generation writes, and leaves the tree as it was.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -14,8 +14,8 @@ if [ ! -d "$api" ]; then
 fi
 
 run() {
-	go tool controller-gen object paths="./$api/..."
-	go tool controller-gen crd paths="./$api/..." output:crd:artifacts:config="$1"
+	go tool -modfile=hack/tools/go.mod controller-gen object paths="./$api/..."
+	go tool -modfile=hack/tools/go.mod controller-gen crd paths="./$api/..." output:crd:artifacts:config="$1"
 }
 
 if [ "${1:-}" = "--verify" ]; then
