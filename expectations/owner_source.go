@@ -40,8 +40,10 @@ type kindForm struct {
 	proto client.Object // empty object of the kind, in the informer's form
 	inf   cache.Informer
 	// store is the informer's client-go store, nil when the informer does
-	// not expose one (controller-runtime's multi-namespace informer).
-	store toolscache.Store
+	// not expose one (controller-runtime's multi-namespace informer) or
+	// when client-go's store cannot tell its version (before k8s.io
+	// v0.36).
+	store versionedStore
 
 	mu sync.Mutex
 	// seen holds, per namespace, the highest resourceVersion the handler
@@ -110,7 +112,7 @@ func (t *OwnerTracker) formFor(ctx context.Context, k *ownerKind, proto client.O
 	}
 	f := &kindForm{proto: proto, inf: inf, seen: make(map[string]string)}
 	if s, ok := inf.(interface{ GetStore() toolscache.Store }); ok {
-		f.store = s.GetStore()
+		f.store, _ = s.GetStore().(versionedStore)
 	}
 	// The handler is added even when the store answers: it wakes owners,
 	// and stands in when the store's version is empty (AtomicFIFO off).
@@ -122,6 +124,13 @@ func (t *OwnerTracker) formFor(ctx context.Context, k *ownerKind, proto client.O
 		return nil, fmt.Errorf("add event handler to the informer of %T: %w", proto, err)
 	}
 	return f, nil
+}
+
+// versionedStore is client-go's store where it tells the version it has
+// applied (k8s.io/client-go v0.36 and later). Older stores do not, and the
+// tracker's handler answers instead.
+type versionedStore interface {
+	LastStoreSyncResourceVersion() string
 }
 
 // version returns the resourceVersion every form of the kind has reached in

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"slices"
 	"sort"
 	"sync"
@@ -485,7 +486,10 @@ func startManager(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme,
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
 	}
 	if kind == NaiveRYW {
-		mopts.Client.Cache = &client.CacheOptions{EnableReadYourWritesConsistency: ptr.To(true)}
+		mopts.Client.Cache = &client.CacheOptions{}
+		if err := readYourWrites(mopts.Client.Cache); err != nil {
+			return nil, err
+		}
 	}
 	// Every controller's client times its WorkItem Gets, so the waits of
 	// the read-your-writes client are measured rather than assumed.
@@ -735,4 +739,17 @@ func byVerb(c *racetest.Counter, resources ...string) map[string]int {
 		}
 	}
 	return out
+}
+
+// readYourWrites turns on controller-runtime's read-your-writes cache
+// option for the NaiveRYW peer. The option exists from controller-runtime
+// v0.25; racesafe supports v0.23 and v0.24 too, so it is set by name, and
+// the peer is refused where it does not exist.
+func readYourWrites(o *client.CacheOptions) error {
+	f := reflect.ValueOf(o).Elem().FieldByName("EnableReadYourWritesConsistency")
+	if !f.IsValid() || f.Type() != reflect.TypeFor[*bool]() {
+		return fmt.Errorf("the %s peer needs controller-runtime v0.25 or later (CacheOptions.EnableReadYourWritesConsistency)", NaiveRYW)
+	}
+	f.Set(reflect.ValueOf(ptr.To(true)))
+	return nil
 }
