@@ -1,0 +1,233 @@
+package flow
+
+import (
+	"go/ast"
+	"go/token"
+	"go/types"
+	"maps"
+)
+
+// Written is the set of variables a path has written through a client (or
+// through a helper that writes its parameter), with where.
+type Written map[*types.Var]token.Pos
+
+// Visitor is called along the paths of a function body. Call sees every call
+// in evaluation order with what the path has written before it; Switch sees
+// every switch statement with what was written before its tag.
+type Visitor struct {
+	Call   func(call *ast.CallExpr, c Call, w Written)
+	Switch func(s *ast.SwitchStmt, w Written)
+}
+
+// Walk follows body's paths: branches of an if or a switch start from what
+// was written before them, and what follows them sees the union of the
+// branches that do not end in a return; a loop body is walked once. A
+// function literal is walked where it appears, as RetryOnConflict runs it.
+func (r *Result) Walk(body *ast.BlockStmt, v Visitor) {
+	r.block(body.List, Written{}, v)
+}
+
+// block walks stmts and returns the state after them, nil when they end
+// the path (a return, a panic, a branch).
+func (r *Result) block(stmts []ast.Stmt, w Written, v Visitor) Written {
+	for _, s := range stmts {
+		if w = r.stmt(s, w, v); w == nil {
+			return nil
+		}
+	}
+	return w
+}
+
+func union(states ...Written) Written {
+	var out Written
+	for _, s := range states {
+		if s == nil {
+			continue
+		}
+		if out == nil {
+			out = Written{}
+		}
+		for k, p := range s {
+			if q, ok := out[k]; !ok || p > q {
+				out[k] = p
+			}
+		}
+	}
+	return out
+}
+
+func (r *Result) stmt(s ast.Stmt, w Written, v Visitor) Written {
+	switch s := s.(type) {
+	case *ast.BlockStmt:
+		return r.block(s.List, w, v)
+	case *ast.IfStmt:
+		if s.Init != nil {
+			w = r.stmt(s.Init, w, v)
+		}
+		r.expr(s.Cond, w, v)
+		then := r.block(s.Body.List, maps.Clone(w), v)
+		var els Written
+		if s.Else != nil {
+			els = r.stmt(s.Else, maps.Clone(w), v)
+		} else {
+			els = w
+		}
+		if then == nil && els == nil {
+			return nil
+		}
+		return union(then, els)
+	case *ast.SwitchStmt:
+		if s.Init != nil {
+			w = r.stmt(s.Init, w, v)
+		}
+		if s.Tag != nil {
+			r.expr(s.Tag, w, v)
+		}
+		if v.Switch != nil {
+			v.Switch(s, w)
+		}
+		return r.clauses(s.Body, w, v)
+	case *ast.TypeSwitchStmt:
+		if s.Init != nil {
+			w = r.stmt(s.Init, w, v)
+		}
+		w = r.stmt(s.Assign, w, v)
+		return r.clauses(s.Body, w, v)
+	case *ast.SelectStmt:
+		return r.clauses(s.Body, w, v)
+	case *ast.ForStmt:
+		if s.Init != nil {
+			w = r.stmt(s.Init, w, v)
+		}
+		if s.Cond != nil {
+			r.expr(s.Cond, w, v)
+		}
+		return union(w, r.block(s.Body.List, maps.Clone(w), v))
+	case *ast.RangeStmt:
+		r.expr(s.X, w, v)
+		return union(w, r.block(s.Body.List, maps.Clone(w), v))
+	case *ast.LabeledStmt:
+		return r.stmt(s.Stmt, w, v)
+	case *ast.ReturnStmt:
+		for _, e := range s.Results {
+			r.expr(e, w, v)
+		}
+		return nil
+	case *ast.BranchStmt:
+		if s.Tok == token.FALLTHROUGH {
+			return w
+		}
+		return nil
+	case *ast.AssignStmt:
+		for _, e := range s.Rhs {
+			r.expr(e, w, v)
+		}
+		if s.Tok != token.DEFINE {
+			for _, lhs := range s.Lhs {
+				if root := r.Root(lhs); root != nil {
+					delete(w, root) // a new object in the variable
+				}
+			}
+		}
+		return w
+	case *ast.ExprStmt:
+		r.expr(s.X, w, v)
+		if call, ok := s.X.(*ast.CallExpr); ok {
+			if id, ok := call.Fun.(*ast.Ident); ok && id.Name == "panic" {
+				return nil
+			}
+		}
+		return w
+	default:
+		// Declarations, sends, go and defer statements, inc/dec: their
+		// expressions in order.
+		ast.Inspect(s, func(n ast.Node) bool {
+			if e, ok := n.(ast.Expr); ok {
+				r.expr(e, w, v)
+				return false
+			}
+			return true
+		})
+		return w
+	}
+}
+
+// clauses walks the case clauses of a switch or select from w.
+func (r *Result) clauses(body *ast.BlockStmt, w Written, v Visitor) Written {
+	var outs []Written
+	hasDefault := false
+	for _, c := range body.List {
+		switch c := c.(type) {
+		case *ast.CaseClause:
+			if c.List == nil {
+				hasDefault = true
+			}
+			for _, e := range c.List {
+				r.expr(e, w, v)
+			}
+			outs = append(outs, r.block(c.Body, maps.Clone(w), v))
+		case *ast.CommClause:
+			if c.Comm == nil {
+				hasDefault = true
+			}
+			st := maps.Clone(w)
+			if c.Comm != nil {
+				st = r.stmt(c.Comm, st, v)
+			}
+			outs = append(outs, r.block(c.Body, st, v))
+		}
+	}
+	if !hasDefault {
+		outs = append(outs, w)
+	}
+	return union(outs...)
+}
+
+// expr visits the calls of e in order, walking function literals as blocks,
+// and records the writes they make.
+func (r *Result) expr(e ast.Expr, w Written, v Visitor) {
+	if e == nil || w == nil {
+		return
+	}
+	ast.Inspect(e, func(n ast.Node) bool {
+		switch n := n.(type) {
+		case *ast.FuncLit:
+			r.block(n.Body.List, w, v)
+			return false
+		case *ast.CallExpr:
+			// Arguments are evaluated before the call.
+			for _, a := range n.Args {
+				r.expr(a, w, v)
+			}
+			if sel, ok := n.Fun.(*ast.SelectorExpr); ok {
+				r.expr(sel.X, w, v)
+			}
+			r.call(n, w, v)
+			return false
+		}
+		return true
+	})
+}
+
+func (r *Result) call(n *ast.CallExpr, w Written, v Visitor) {
+	c := r.Classify(n)
+	if v.Call != nil {
+		v.Call(n, c, w)
+	}
+	switch c.Verb {
+	case Write, Create:
+		if root := r.Root(c.Obj); root != nil {
+			w[root] = n.Pos()
+		}
+	case None:
+		s := r.Of(r.Callee(n))
+		if s == nil {
+			return
+		}
+		for j, a := range n.Args {
+			if root := r.Root(a); root != nil && s.Writes[j] {
+				w[root] = n.Pos()
+			}
+		}
+	}
+}

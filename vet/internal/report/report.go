@@ -1,0 +1,58 @@
+// Package report emits the racesafe checkers' diagnostics, honouring the
+// escape hatch: a "//racesafe:ignore <reason>" comment on the reported line
+// or the line above it silences the report; one without a reason is
+// reported instead, since a silenced race should say why it is safe.
+package report
+
+import (
+	"go/ast"
+	"go/token"
+	"strings"
+
+	"golang.org/x/tools/go/analysis"
+)
+
+const directive = "//racesafe:ignore"
+
+// At reports msg at pos unless an ignore directive with a reason covers it.
+func At(pass *analysis.Pass, pos token.Pos, category, msg string) {
+	if c := directiveAt(pass, pos); c != nil {
+		reason := strings.TrimPrefix(c.Text, directive)
+		if i := strings.Index(reason, "//"); i >= 0 {
+			reason = reason[:i] // another comment on the line is not the reason
+		}
+		reason = strings.TrimSpace(reason)
+		if reason != "" {
+			return
+		}
+		pass.Report(analysis.Diagnostic{Pos: c.Pos(), Category: category,
+			Message: "racesafe:ignore needs a reason: say why this " + category + " report is safe"})
+		return
+	}
+	pass.Report(analysis.Diagnostic{Pos: pos, Category: category, Message: msg})
+}
+
+// directiveAt returns the ignore comment on pos's line or the line above.
+func directiveAt(pass *analysis.Pass, pos token.Pos) *ast.Comment {
+	tf := pass.Fset.File(pos)
+	if tf == nil {
+		return nil
+	}
+	line := tf.Line(pos)
+	for _, f := range pass.Files {
+		if pass.Fset.File(f.Pos()) != tf {
+			continue
+		}
+		for _, g := range f.Comments {
+			for _, c := range g.List {
+				if !strings.HasPrefix(c.Text, directive) {
+					continue
+				}
+				if l := tf.Line(c.Pos()); l == line || l == line-1 {
+					return c
+				}
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,152 @@
+package regetwritten
+
+import (
+	"context"
+
+	"example.com/api"
+	"github.com/racesafe/racesafe/expectations"
+	"k8s.io/client-go/util/retry"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"regetwritten/helpers"
+)
+
+type R struct {
+	client.Client
+	APIReader client.Reader
+	safe      *expectations.Client
+}
+
+// setPhase is the post-mortem's helper: a re-Get into the caller's pointer,
+// then a status patch, in a conflict retry.
+func (r *R) setPhase(ctx context.Context, w *api.Widget, p api.Phase) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := r.Get(ctx, client.ObjectKeyFromObject(w), w); err != nil {
+			return err
+		}
+		before := w.DeepCopy()
+		w.Status.Phase = p
+		return r.Status().Patch(ctx, w, client.MergeFrom(before))
+	})
+}
+
+func (r *R) syncCondition(ctx context.Context, w *api.Widget) error {
+	return r.Get(ctx, client.ObjectKeyFromObject(w), w)
+}
+
+// The incident: the phase written, then a helper puts the cached copy back.
+func (r *R) deleteFlow(ctx context.Context, w *api.Widget) error {
+	if err := r.setPhase(ctx, w, api.PhaseDeleting); err != nil {
+		return err
+	}
+	return r.syncCondition(ctx, w) // want `syncCondition Gets w from the informer cache, and this reconcile wrote w at line 40`
+}
+
+func (r *R) direct(ctx context.Context, w *api.Widget) error {
+	if err := r.Update(ctx, w); err != nil {
+		return err
+	}
+	return r.Get(ctx, client.ObjectKeyFromObject(w), w) // want `Get from the informer cache into w, which this reconcile wrote at line 47`
+}
+
+func (r *R) acrossPackages(ctx context.Context, w *api.Widget) error {
+	if err := r.Status().Update(ctx, w); err != nil {
+		return err
+	}
+	return helpers.Refresh(ctx, r.Client, w) // want `Refresh Gets w from the informer cache`
+}
+
+func (r *R) freshLocal(ctx context.Context, w *api.Widget) error {
+	if err := r.Update(ctx, w); err != nil {
+		return err
+	}
+	fresh := &api.Widget{}
+	return r.Get(ctx, client.ObjectKeyFromObject(w), fresh)
+}
+
+func (r *R) apiReader(ctx context.Context, w *api.Widget) error {
+	if err := r.Update(ctx, w); err != nil {
+		return err
+	}
+	return r.APIReader.Get(ctx, client.ObjectKeyFromObject(w), w)
+}
+
+func (r *R) managersAPIReader(ctx context.Context, mgr ctrl.Manager, w *api.Widget) error {
+	if err := r.Update(ctx, w); err != nil {
+		return err
+	}
+	return mgr.GetAPIReader().Get(ctx, client.ObjectKeyFromObject(w), w)
+}
+
+func (r *R) directClient(ctx context.Context, w *api.Widget) error {
+	c, err := client.New(nil, client.Options{})
+	if err != nil {
+		return err
+	}
+	if err := c.Update(ctx, w); err != nil {
+		return err
+	}
+	return c.Get(ctx, client.ObjectKeyFromObject(w), w)
+}
+
+func (r *R) racesafeClient(ctx context.Context, w *api.Widget) error {
+	if err := r.Update(ctx, w); err != nil {
+		return err
+	}
+	return r.safe.Get(ctx, client.ObjectKeyFromObject(w), w)
+}
+
+func (r *R) resourceVersionChecked(ctx context.Context, w *api.Widget) error {
+	if err := r.Update(ctx, w); err != nil {
+		return err
+	}
+	written := w.ResourceVersion
+	if err := r.Get(ctx, client.ObjectKeyFromObject(w), w); err != nil {
+		return err
+	}
+	if w.ResourceVersion != written {
+		return nil
+	}
+	return nil
+}
+
+// Exclusive branches: the write and the re-Get are on different paths.
+func (r *R) branches(ctx context.Context, w *api.Widget, deleting bool) error {
+	if deleting {
+		return r.setPhase(ctx, w, api.PhaseDeleting)
+	}
+	return r.syncCondition(ctx, w)
+}
+
+func (r *R) switchCases(ctx context.Context, w *api.Widget) error {
+	switch w.Status.Phase {
+	case api.PhasePending:
+		return r.setPhase(ctx, w, api.PhaseRunning)
+	default:
+		return r.syncCondition(ctx, w)
+	}
+}
+
+func (r *R) newObject(ctx context.Context, w *api.Widget) error {
+	if err := r.Update(ctx, w); err != nil {
+		return err
+	}
+	w = &api.Widget{}
+	return r.Get(ctx, client.ObjectKey{Name: "x"}, w)
+}
+
+func (r *R) ignored(ctx context.Context, w *api.Widget) error {
+	if err := r.Update(ctx, w); err != nil {
+		return err
+	}
+	//racesafe:ignore this test harness reads through a cache that is never behind
+	return r.Get(ctx, client.ObjectKeyFromObject(w), w)
+}
+
+func (r *R) ignoredWithoutReason(ctx context.Context, w *api.Widget) error {
+	if err := r.Update(ctx, w); err != nil {
+		return err
+	}
+	return r.Get(ctx, client.ObjectKeyFromObject(w), w) //racesafe:ignore // want `racesafe:ignore needs a reason`
+}

@@ -1,0 +1,4 @@
+// Package predicate is a stub of controller-runtime's.
+package predicate
+
+type GenerationChangedPredicate struct{}
