@@ -29,8 +29,9 @@ echo "consumer-check: a fresh module imported $(echo "$pkgs" | wc -l) packages a
 
 # The module graph a dependency costs: a consumer that imports only
 # expectations must select nothing beyond what a consumer of
-# controller-runtime alone selects (the same modules, at the same versions),
-# apart from racesafe itself. Tools live in hack/tools/go.mod for this.
+# controller-runtime alone (its root package, which every operator imports)
+# selects: the same modules, at the same versions, apart from racesafe
+# itself. Tools live in hack/tools/go.mod for this.
 graph() { # $1: import path; prints the selected modules, one "path version" a line
 	local dir
 	dir=$(mktemp -d "$tmp/graph.XXXX")
@@ -46,7 +47,7 @@ graph() { # $1: import path; prints the selected modules, one "path version" a l
 		go list -m all | grep -v '^example.com/graph$'
 	)
 }
-graph sigs.k8s.io/controller-runtime/pkg/client | sort >"$tmp/cr.txt"
+graph sigs.k8s.io/controller-runtime | sort >"$tmp/cr.txt"
 graph github.com/racesafe/racesafe/expectations | grep -v '^github.com/racesafe/racesafe ' | sort >"$tmp/racesafe.txt"
 # A module absent from controller-runtime's graph, or at a higher version, is
 # extra; a lower one (graph pruning leaves some of controller-runtime's own
@@ -65,3 +66,25 @@ if [ -n "$extra" ]; then
 	exit 1
 fi
 echo "consumer-check: importing expectations adds no module and raises no version beyond controller-runtime's graph ($(wc -l <"$tmp/cr.txt") modules)"
+
+# The oldest controller-runtime minor racesafe claims: a consumer on v0.23
+# that adds racesafe stays on v0.23 and builds.
+dir=$(mktemp -d "$tmp/old.XXXX")
+printf 'package main\n\nimport (\n\t_ "github.com/racesafe/racesafe/expectations"\n\t_ "github.com/racesafe/racesafe/wire"\n\t_ "sigs.k8s.io/controller-runtime"\n)\n\nfunc main() {}\n' >"$dir/main.go"
+(
+	cd "$dir"
+	go mod init example.com/old >/dev/null 2>&1
+	go mod edit -require=sigs.k8s.io/controller-runtime@v0.23.2
+	go mod edit -require=github.com/racesafe/racesafe@v0.0.0 -replace=github.com/racesafe/racesafe="$root"
+	go mod tidy >/dev/null 2>&1
+	got=$(go list -m -f '{{.Version}}' sigs.k8s.io/controller-runtime)
+	case "$got" in
+	v0.23.*) ;;
+	*)
+		echo "consumer-check: a consumer on controller-runtime v0.23.2 was moved to $got by racesafe" >&2
+		exit 1
+		;;
+	esac
+	go build -o /dev/null .
+	echo "consumer-check: a consumer on controller-runtime v0.23.2 adds racesafe, stays on $got and builds"
+)
