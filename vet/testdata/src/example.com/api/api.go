@@ -6,9 +6,9 @@ type ObjectMeta struct {
 	Finalizers                                     []string
 }
 
-func (m *ObjectMeta) GetName() string      { return m.Name }
-func (m *ObjectMeta) GetNamespace() string { return m.Namespace }
-func (m *ObjectMeta) SetGenerateName(n string) { m.GenerateName = n }
+func (m *ObjectMeta) GetName() string            { return m.Name }
+func (m *ObjectMeta) GetNamespace() string       { return m.Namespace }
+func (m *ObjectMeta) SetGenerateName(n string)   { m.GenerateName = n }
 func (m *ObjectMeta) GetResourceVersion() string { return m.ResourceVersion }
 
 type Phase string
