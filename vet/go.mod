@@ -5,7 +5,10 @@ module github.com/racesafe/racesafe/vet
 
 go 1.26.0
 
-require golang.org/x/tools v0.51.0
+require (
+	github.com/golangci/plugin-module-register v0.1.2
+	golang.org/x/tools v0.51.0
+)
 
 require (
 	golang.org/x/mod v0.41.0 // indirect

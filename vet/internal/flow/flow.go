@@ -109,6 +109,33 @@ func (f *summaryFact) String() string {
 	return fmt.Sprintf("flow(regets=%v writes=%v lists=%v live=%v)", f.ReGets, f.Writes, f.Lists, f.Live)
 }
 
+// Uncached names kinds the controller reads live (controller-runtime's
+// client.CacheOptions.DisableFor, set where the manager is built, often in
+// another package than the reconciler): reads of them are not cached reads.
+// Set it with the flag -racesafeflow.uncached=Kind,Kind; cmd/racesafevet
+// fills it from the module's DisableFor lists when the flag is not given.
+var Uncached = kindSet{}
+
+type kindSet map[string]bool
+
+func (k kindSet) String() string {
+	var out []string
+	for n := range k {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return strings.Join(out, ",")
+}
+
+func (k kindSet) Set(v string) error {
+	for _, n := range strings.Split(v, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			k[n] = true
+		}
+	}
+	return nil
+}
+
 // Analyzer computes the flow of a package; the racesafe checkers require it.
 var Analyzer = &analysis.Analyzer{
 	Name:       "racesafeflow",
@@ -116,6 +143,13 @@ var Analyzer = &analysis.Analyzer{
 	Run:        run,
 	FactTypes:  []analysis.Fact{new(summaryFact)},
 	ResultType: reflect.TypeFor[*Result](),
+}
+
+func init() {
+	Analyzer.Flags.Var(Uncached, "uncached", "comma-separated kinds the controller reads live (client.CacheOptions.DisableFor)")
+	for _, k := range scanDisableFor(scanRoot()) {
+		Uncached[k] = true
+	}
 }
 
 func run(pass *analysis.Pass) (any, error) {
@@ -347,7 +381,7 @@ func (r *Result) Classify(call *ast.CallExpr) Call {
 		return Call{}
 	}
 	if c.Verb == Get || c.Verb == List {
-		c.Cached = !guarded && !r.isLiveReader(sel.X)
+		c.Cached = !guarded && !r.isLiveReader(sel.X) && !Uncached[r.Kind(c.Obj, c.Verb == List)]
 	}
 	return c
 }
