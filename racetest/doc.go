@@ -36,6 +36,14 @@
 //     must expire or as a clean [Handover], and waits for the next one.
 //   - [CountRequests] counts the requests a client sends by verb and resource
 //     ([Classify] names them), for "API calls per transition" in benchmarks.
+//   - [Explore] finds where a controller breaks when its cache is behind,
+//     without being told where to look: given the controller's setup, a
+//     workload and a settled predicate, it records a reference run, derives
+//     plans from what the controller wrote and read, runs each plan in a
+//     namespace and a manager of its own, and reports the plans whose runs
+//     do not settle, create more than the reference, or end in another
+//     state, each with the perturbation in one sentence and the command
+//     that replays it (RACESAFE_EXPLORE_PLAN).
 //   - [WithoutRateLimit] returns a copy of a *rest.Config with client-go's
 //     client-side rate limit turned off, so that a burst of reconciles is
 //     paced by the API server and the controller, not by a token bucket.
@@ -95,6 +103,20 @@
 //   - Cut off on a crash: from the moment a replica crashes none of its
 //     requests but its events reach the server ([ErrReplicaCrashed]), so
 //     its lease release fails and its last writes too.
+//   - Explored views are real ones: a stale read or a stale List is made by
+//     holding the watch stream of the written kind, from before the write
+//     is sent until the controller has read what the plan makes stale (and
+//     Hold after), so the events keep their order and everything behind the
+//     held one waits too, as behind a lagging watch; a plan reports, as its
+//     Perturbation, the version its cache served and the one the controller
+//     had written, or the List that lacked (or still showed) the object. A
+//     crash stops the manager right after the write succeeded and starts a
+//     new one; an ambiguous write is applied, then answered with a 500.
+//   - Explored plans are judged against the reference: liveness (settled
+//     within PlanTimeout), safety (no more creates of a kind than the
+//     reference), and the end state (as many objects of each of Kinds).
+//     Invalid options are an ErrExploreOptions error before the API server
+//     is reached.
 //   - Safe for concurrent use: Faults, WatchFaults, Counter,
 //     APIServerRestarter and Replicas; a lagged
 //     body may be closed while a Read waits, which then returns at once.
@@ -114,8 +136,9 @@
 //     informer's initial list is a watch stream, so it is delayed too and the
 //     first sync takes at least the delay. With KUBE_FEATURE_WatchListClient
 //     set to false the initial list is a plain list and is not delayed.
-//   - Faults does not fail creates, deletes, reads, server-side apply or
-//     subresources other than status.
+//   - Faults does not fail reads, server-side apply or subresources other
+//     than status, and fails creates and deletes only when
+//     FaultOptions.Operations names them.
 //   - A restart does not touch etcd: what was written stays, and a
 //     resourceVersion from before it is still valid after, so an informer
 //     usually resumes its watch rather than relisting.
@@ -123,6 +146,16 @@
 //     stopped, with its requests failing, and Failover waits for it to
 //     return. Its events still pass, or its event broadcaster would retry
 //     for minutes and outlive it.
+//   - Explore does not yet deliver only the last of several versions
+//     another writer made (Sieve's unobserved state) or relist from an
+//     older snapshot (time travel); its plans are stale reads, stale
+//     Lists, crashes between writes and ambiguous writes. A plan is named by
+//     the n-th write of a verb on a kind, so a replay acts at the same write
+//     when the run takes the same path; a run that takes another path says
+//     so ("its write did not come in this run") and is not a test of the
+//     plan. A plan whose run stalls past PlanTimeout counts as a liveness
+//     failure even where a slower machine would have settled: give
+//     PlanTimeout room.
 //   - It is for tests. Nothing here belongs in a production binary.
 //
 // # A controller whose cache lags

@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -311,4 +312,34 @@ func ExampleReplicas_Failover() {
 		t.Fatal(err)
 	}
 	t.Logf("%s crashed, %s leads %v later", f.Old, f.New, f.Gap)
+}
+
+// ExampleExplore points Explore at a controller: its setup, the work that
+// drives it, and when the work is done. It needs a control plane (envtest),
+// so it is compiled, not run; examples/workitem/explore runs it on the
+// incident's controller.
+func ExampleExplore() {
+	var cfg *rest.Config // from envtest.Environment.Start
+	report, err := racetest.Explore(context.Background(), cfg, racetest.ExploreOptions{
+		Scheme: clientgoscheme.Scheme,
+		Setup: func(mgr manager.Manager) error {
+			return nil // register the controller, as its SetupWithManager does
+		},
+		Workload: func(ctx context.Context, c client.Client, ns string) error {
+			return c.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "owner"}})
+		},
+		Settled: func(ctx context.Context, c client.Reader, ns string) (bool, error) {
+			var children corev1.SecretList
+			err := c.List(ctx, &children, client.InNamespace(ns))
+			return len(children.Items) == 1, err
+		},
+		Kinds:    []client.Object{&corev1.Secret{}},
+		TestName: "TestExplore",
+	})
+	if err != nil {
+		return
+	}
+	for _, p := range report.Failed() {
+		fmt.Println(p.Plan.Name, p.Failures, p.Replay)
+	}
 }

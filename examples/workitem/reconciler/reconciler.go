@@ -90,6 +90,7 @@ type Reconciler struct {
 	reader    *expectations.Reader
 	tracker   *expectations.Tracker
 	owners    *expectations.OwnerTracker
+	children  *expectations.Client
 	patcher   *statusupdate.Patcher[*v1.WorkItem]
 	machine   *phase.Machine[*v1.WorkItem, v1.Phase]
 	installer *sim.Installer
@@ -126,8 +127,20 @@ func New(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("workitem owner tracker: %w", err)
 	}
+	// The children are written through the drop-in client: a child Create
+	// the server applied but answered with an error (a timeout, a 500) is
+	// then followed by one live read of the kind's version, and the owner
+	// check waits for the cache to reach it, so the retry cannot create a
+	// second child. racetest.Explore's ambiguous-write plan found this.
+	children, err := expectations.NewClient(mgr.GetClient(), expectations.ClientOptions{
+		Name: "workitem", Owners: owners, APIReader: mgr.GetAPIReader(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("workitem children client: %w", err)
+	}
 	r := &Reconciler{
 		owners:    owners,
+		children:  children,
 		client:    mgr.GetClient(),
 		scheme:    mgr.GetScheme(),
 		reader:    expectations.NewReader(mgr.GetClient(), tracker),
@@ -380,7 +393,7 @@ func release(it *v1.WorkItem) phase.Decision {
 // Create: until the cache shows the child, the owner check at Reconcile's
 // entry refuses the item, so no List can miss it.
 func (r *Reconciler) installChild(ctx context.Context, it *v1.WorkItem) error {
-	child, err := naive.EnsureChild(ctx, r.client, r.scheme, it)
+	child, err := naive.EnsureChild(ctx, r.children, r.scheme, it)
 	if err != nil || child == nil {
 		return err
 	}
@@ -390,7 +403,7 @@ func (r *Reconciler) installChild(ctx context.Context, it *v1.WorkItem) error {
 // uninstallChildren deletes the children the cached List shows, recording
 // each deletion for the owner check.
 func (r *Reconciler) uninstallChildren(ctx context.Context, it *v1.WorkItem) error {
-	deleted, err := naive.DeleteChildren(ctx, r.client, it)
+	deleted, err := naive.DeleteChildren(ctx, r.children, it)
 	for i := range deleted {
 		if rerr := r.owners.Deleted(ctx, it, &deleted[i]); rerr != nil && err == nil {
 			err = rerr
