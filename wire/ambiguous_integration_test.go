@@ -15,13 +15,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/racesafe/racesafe/internal/testenv"
 	"github.com/racesafe/racesafe/racetest"
-	"github.com/racesafe/racesafe/wire"
 )
 
 // TestIntegrationAmbiguousChildCreateMakesNoDuplicate: "List my children
@@ -85,34 +82,7 @@ func runChildController(t *testing.T, env *testenv.Env, direct client.Client, ns
 	if err != nil {
 		t.Fatal(err)
 	}
-	var seen atomic.Int64 // reconciles that saw a child
-	var c client.Client = mgr.GetClient()
-	reconcileChildren := reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-		var owner corev1.ConfigMap
-		if err := c.Get(ctx, req.NamespacedName, &owner); err != nil {
-			return reconcile.Result{}, client.IgnoreNotFound(err)
-		}
-		var list corev1.SecretList
-		if err := c.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{"owner": owner.Name}); err != nil {
-			return reconcile.Result{}, err
-		}
-		if len(list.Items) > 0 {
-			seen.Add(1)
-			return reconcile.Result{RequeueAfter: 50 * time.Millisecond}, nil
-		}
-		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "child-", Labels: map[string]string{"owner": owner.Name}}}
-		if err := controllerutil.SetControllerReference(&owner, s, clientgoscheme.Scheme); err != nil {
-			return reconcile.Result{}, err
-		}
-		return reconcile.Result{RequeueAfter: 50 * time.Millisecond}, c.Create(ctx, s)
-	})
-	if wired {
-		b := wire.ControllerManagedBy(mgr)
-		c = b.Client()
-		err = b.Named("children-" + ns).For(&corev1.ConfigMap{}).Owns(&corev1.Secret{}).Complete(reconcileChildren)
-	} else {
-		err = ctrl.NewControllerManagedBy(mgr).Named("children-" + ns).For(&corev1.ConfigMap{}).Owns(&corev1.Secret{}).Complete(reconcileChildren)
-	}
+	seen, err := childController(mgr, ns, wired)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -317,6 +317,18 @@ func (r *Result) Root(e ast.Expr) *types.Var {
 	return v
 }
 
+// RootOf returns the variable at the root of a selector chain
+// (item.Status.Phase: item), nil when it is not a local or a parameter.
+func (r *Result) RootOf(e ast.Expr) *types.Var {
+	for {
+		s, ok := e.(*ast.SelectorExpr)
+		if !ok {
+			return r.Root(e)
+		}
+		e = s.X
+	}
+}
+
 func calleeFunc(info *types.Info, call *ast.CallExpr) *types.Func {
 	switch f := ast.Unparen(call.Fun).(type) {
 	case *ast.SelectorExpr:

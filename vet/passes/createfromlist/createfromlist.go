@@ -124,7 +124,7 @@ func generateNamed(fl *flow.Result, body *ast.BlockStmt) map[*types.Var]bool {
 					}
 				}
 				if sel, ok := n.Lhs[min(i, len(n.Lhs)-1)].(*ast.SelectorExpr); ok && sel.Sel.Name == "GenerateName" {
-					if v := rootOf(fl, sel.X); v != nil {
+					if v := fl.RootOf(sel.X); v != nil {
 						out[v] = true
 					}
 				}
@@ -139,7 +139,7 @@ func generateNamed(fl *flow.Result, body *ast.BlockStmt) map[*types.Var]bool {
 			}
 		case *ast.CallExpr:
 			if sel, ok := n.Fun.(*ast.SelectorExpr); ok && sel.Sel.Name == "SetGenerateName" {
-				if v := rootOf(fl, sel.X); v != nil {
+				if v := fl.RootOf(sel.X); v != nil {
 					out[v] = true
 				}
 			}
@@ -147,15 +147,4 @@ func generateNamed(fl *flow.Result, body *ast.BlockStmt) map[*types.Var]bool {
 		return true
 	})
 	return out
-}
-
-// rootOf returns the variable at the root of a selector chain.
-func rootOf(fl *flow.Result, e ast.Expr) *types.Var {
-	for {
-		s, ok := e.(*ast.SelectorExpr)
-		if !ok {
-			return fl.Root(e)
-		}
-		e = s.X
-	}
 }

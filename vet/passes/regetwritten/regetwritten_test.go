@@ -1,18 +1,10 @@
 package regetwritten_test
 
 import (
-	"path/filepath"
 	"testing"
 
-	"golang.org/x/tools/go/analysis/analysistest"
-
+	"github.com/racesafe/racesafe/vet/internal/vettest"
 	"github.com/racesafe/racesafe/vet/passes/regetwritten"
 )
 
-func TestAnalyzer(t *testing.T) {
-	dir, err := filepath.Abs(filepath.Join("..", "..", "testdata"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	analysistest.Run(t, dir, regetwritten.Analyzer, "regetwritten/...")
-}
+func TestAnalyzer(t *testing.T) { vettest.Run(t, regetwritten.Analyzer) }

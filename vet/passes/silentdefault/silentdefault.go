@@ -124,15 +124,7 @@ func phaseField(fl *flow.Result, tag ast.Expr) (string, *types.Var) {
 	if !strings.Contains(name, "phase") && !strings.Contains(name, "state") {
 		return "", nil
 	}
-	var root ast.Expr = sel
-	for {
-		s, ok := root.(*ast.SelectorExpr)
-		if !ok {
-			break
-		}
-		root = s.X
-	}
-	return types.ExprString(sel), fl.Root(root)
+	return types.ExprString(sel), fl.RootOf(sel)
 }
 
 func lastName(field string) string {

@@ -66,7 +66,7 @@ func finalizers(pass *analysis.Pass, fl *flow.Result, body *ast.BlockStmt) {
 		case *ast.AssignStmt:
 			for i, lhs := range n.Lhs {
 				if sel, ok := lhs.(*ast.SelectorExpr); ok && sel.Sel.Name == "ResourceVersion" && i < len(n.Rhs) && isEmptyString(n.Rhs[i]) {
-					if v := rootOf(fl, sel.X); v != nil {
+					if v := fl.RootOf(sel.X); v != nil {
 						cleared[v] = true
 					}
 				}
@@ -108,7 +108,7 @@ func finalizers(pass *analysis.Pass, fl *flow.Result, body *ast.BlockStmt) {
 				}
 			}
 			if sel, ok := n.Fun.(*ast.SelectorExpr); ok && sel.Sel.Name == "SetResourceVersion" && len(n.Args) == 1 && isEmptyString(n.Args[0]) {
-				if v := rootOf(fl, sel.X); v != nil {
+				if v := fl.RootOf(sel.X); v != nil {
 					cleared[v] = true
 				}
 			}
@@ -161,7 +161,7 @@ func statusCopies(pass *analysis.Pass, fl *flow.Result, lit *ast.FuncLit) {
 			if !ok || !ok2 || l.Sel.Name != "Status" || r.Sel.Name != "Status" {
 				continue
 			}
-			src := rootOf(fl, r.X)
+			src := fl.RootOf(r.X)
 			if src == nil || (src.Pos() >= lit.Pos() && src.Pos() < lit.End()) {
 				continue
 			}
@@ -176,14 +176,4 @@ func statusCopies(pass *analysis.Pass, fl *flow.Result, lit *ast.FuncLit) {
 func isEmptyString(e ast.Expr) bool {
 	lit, ok := ast.Unparen(e).(*ast.BasicLit)
 	return ok && lit.Kind == token.STRING && (lit.Value == `""` || lit.Value == "``")
-}
-
-func rootOf(fl *flow.Result, e ast.Expr) *types.Var {
-	for {
-		s, ok := e.(*ast.SelectorExpr)
-		if !ok {
-			return fl.Root(e)
-		}
-		e = s.X
-	}
 }

@@ -1,0 +1,56 @@
+package wire_test
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/racesafe/racesafe/wire"
+)
+
+// childController registers the ReplicaSet problem's controller on mgr:
+// "List my children (Secrets labelled with the owner ConfigMap's name)
+// from the cache, create one with generateName if there is none", requeued
+// every 50 ms. Built by controller-runtime's builder on the manager's
+// client, or by wire on its client. seen counts the reconciles that saw a
+// child.
+func childController(mgr manager.Manager, ns string, wired bool) (seen *atomic.Int64, err error) {
+	seen = new(atomic.Int64)
+	var c client.Client = mgr.GetClient()
+	r := reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+		var owner corev1.ConfigMap
+		if err := c.Get(ctx, req.NamespacedName, &owner); err != nil {
+			return reconcile.Result{}, client.IgnoreNotFound(err)
+		}
+		var list corev1.SecretList
+		if err := c.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{"owner": owner.Name}); err != nil {
+			return reconcile.Result{}, err
+		}
+		if len(list.Items) > 0 {
+			seen.Add(1)
+			return reconcile.Result{RequeueAfter: 50 * time.Millisecond}, nil
+		}
+		return reconcile.Result{RequeueAfter: 50 * time.Millisecond}, c.Create(ctx, ownedChild(&owner))
+	})
+	if wired {
+		b := wire.ControllerManagedBy(mgr)
+		c = b.Client()
+		return seen, b.Named("children-" + ns).For(&corev1.ConfigMap{}).Owns(&corev1.Secret{}).Complete(r)
+	}
+	return seen, ctrl.NewControllerManagedBy(mgr).Named("children-" + ns).For(&corev1.ConfigMap{}).Owns(&corev1.Secret{}).Complete(r)
+}
+
+func ownedChild(owner *corev1.ConfigMap) *corev1.Secret {
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: owner.Namespace, GenerateName: "child-", Labels: map[string]string{"owner": owner.Name}}}
+	_ = controllerutil.SetControllerReference(owner, s, clientgoscheme.Scheme)
+	return s
+}
