@@ -29,7 +29,7 @@ func BenchmarkPatch(b *testing.B) {
 		p := statusupdate.New[*corev1.Pod](c, c, statusupdate.Options{})
 		i := 0
 		for b.Loop() {
-			written, err := p.Patch(b.Context(), held, setPhase(phaseFor(i)))
+			written, err := p.PatchStatus(b.Context(), held, setPhase(phaseFor(i)))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -41,7 +41,7 @@ func BenchmarkPatch(b *testing.B) {
 		c, held := setup(b)
 		p := statusupdate.New[*corev1.Pod](c, c, statusupdate.Options{})
 		for b.Loop() {
-			if _, err := p.Patch(b.Context(), held, setPhase(held.Status.Phase)); err != nil {
+			if _, err := p.PatchStatus(b.Context(), held, setPhase(held.Status.Phase)); err != nil {
 				b.Fatal(err)
 			}
 		}

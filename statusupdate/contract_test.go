@@ -38,7 +38,7 @@ func TestPatchMutateErrorEndsCall(t *testing.T) {
 		obj := h.stored(t, testPod("p"))
 		var calls atomic.Int32
 		p := statusupdate.New[*corev1.Pod](h.writer, h.live, statusupdate.Options{Backoff: fastRetry})
-		_, err := p.Patch(t.Context(), obj, func(pod *corev1.Pod) error {
+		_, err := p.PatchStatus(t.Context(), obj, func(pod *corev1.Pod) error {
 			calls.Add(1)
 			pod.Status.Phase = corev1.PodFailed
 			return conflict
@@ -65,7 +65,7 @@ func TestPatchMutateErrorEndsCall(t *testing.T) {
 		}
 		var calls atomic.Int32
 		p := statusupdate.New[*corev1.Pod](h.writer, h.live, statusupdate.Options{Backoff: fastRetry})
-		_, err := p.Patch(t.Context(), obj, func(pod *corev1.Pod) error {
+		_, err := p.PatchStatus(t.Context(), obj, func(pod *corev1.Pod) error {
 			if n := calls.Add(1); n == 2 {
 				return &mutateFailure{attempt: n}
 			}
@@ -140,7 +140,7 @@ func TestPatchRecordsLiveReadAfterConflict(t *testing.T) {
 	}
 	rec := &recorder{}
 	p := statusupdate.New[*corev1.Pod](h.writer, h.live, statusupdate.Options{Backoff: fastRetry, Expectations: rec})
-	got, err := p.Patch(t.Context(), obj, func(pod *corev1.Pod) error {
+	got, err := p.PatchStatus(t.Context(), obj, func(pod *corev1.Pod) error {
 		rec.note("mutate " + pod.ResourceVersion)
 		pod.Status.Phase = corev1.PodRunning
 		return nil
@@ -252,7 +252,7 @@ func TestPatchOnKindWithoutStatusSubresource(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := statusupdate.New[*corev1.ConfigMap](h.writer, h.live, statusupdate.Options{})
-	_, err := p.Patch(t.Context(), &held, func(cm *corev1.ConfigMap) error {
+	_, err := p.PatchStatus(t.Context(), &held, func(cm *corev1.ConfigMap) error {
 		cm.Data = map[string]string{"k": "v"}
 		return nil
 	})
@@ -293,7 +293,7 @@ func TestPatchNotFoundForGoneObject(t *testing.T) {
 		return apierrors.NewNotFound(schema.GroupResource{Resource: "pods"}, "p")
 	}
 	p := statusupdate.New[*corev1.Pod](h.writer, h.live, statusupdate.Options{})
-	_, err := p.Patch(t.Context(), obj, setPhase(corev1.PodRunning))
+	_, err := p.PatchStatus(t.Context(), obj, setPhase(corev1.PodRunning))
 	if !apierrors.IsNotFound(err) || errors.Is(err, statusupdate.ErrNoStatusSubresource) {
 		t.Errorf("error %v, want NotFound: the object patched is gone", err)
 	}
@@ -363,7 +363,7 @@ func TestPatchSubresourceCheckFailureIsNotNotFound(t *testing.T) {
 	}
 	forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "cm", errors.New("injected"))
 	p := statusupdate.New[*corev1.ConfigMap](h.writer, failingReader(h, forbidden), statusupdate.Options{})
-	_, err := p.Patch(t.Context(), &held, func(cm *corev1.ConfigMap) error {
+	_, err := p.PatchStatus(t.Context(), &held, func(cm *corev1.ConfigMap) error {
 		cm.Data = map[string]string{"k": "v"}
 		return nil
 	})
@@ -384,7 +384,7 @@ func TestPatchRecorderErrorOnLiveReadEndsCall(t *testing.T) {
 	errFull := errors.New("tracker full")
 	var calls atomic.Int32
 	p := statusupdate.New[*corev1.Pod](h.writer, h.live, statusupdate.Options{Backoff: fastRetry, Expectations: &recorder{err: errFull}})
-	got, err := p.Patch(t.Context(), obj, func(pod *corev1.Pod) error {
+	got, err := p.PatchStatus(t.Context(), obj, func(pod *corev1.Pod) error {
 		calls.Add(1)
 		pod.Status.Phase = corev1.PodRunning
 		return nil

@@ -28,14 +28,14 @@
 // resourceVersion:
 //
 //	p := statusupdate.New[*v1.WorkItem](mgr.GetClient(), mgr.GetAPIReader(), statusupdate.Options{})
-//	item, err := p.Patch(ctx, item, func(w *v1.WorkItem) error {
+//	item, err := p.PatchStatus(ctx, item, func(w *v1.WorkItem) error {
 //		w.Status.Phase = phase
 //		return nil
 //	})
 //
 // # Guarantees
 //
-//   - Caller's object untouched: the object passed to [Patcher.Patch] or
+//   - Caller's object untouched: the object passed to [Patcher.PatchStatus] or
 //     [Patcher.PatchObject] is never written to, on success, conflict, error or
 //     no-op. mutate runs on a deep copy; the result is a different object.
 //   - What you get is what the server wrote: the returned object is decoded from
@@ -72,7 +72,7 @@
 //     errors.Is keep working.
 //   - Missing subresource named: a kind without a status subresource answers a
 //     status patch with NotFound although the object exists. On NotFound,
-//     [Patcher.Patch] reads the object once through the API reader; if the
+//     [Patcher.PatchStatus] reads the object once through the API reader; if the
 //     object patched is there (the same UID, when the caller's copy has one),
 //     the error is a [*SubresourceError] that names the kind and matches
 //     [ErrNoStatusSubresource]. It is not NotFound, so client.IgnoreNotFound
@@ -114,7 +114,7 @@
 //
 //   - No server-side apply. A merge patch from the held object is what the
 //     incident's code meant to send; apply configurations are a different tool.
-//   - [Patcher.Patch] writes only the status subresource. Changes that mutate
+//   - [Patcher.PatchStatus] writes only the status subresource. Changes that mutate
 //     makes outside status are sent but dropped by the server (a custom
 //     resource's status keeps nothing else; pods/status drops spec but keeps
 //     labels and annotations), and the returned object shows what was kept.

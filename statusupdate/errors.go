@@ -23,7 +23,7 @@ var (
 	ErrInvalidObject = errors.New("statusupdate: invalid object")
 
 	// ErrNoStatusSubresource matches, through errors.Is, a [*SubresourceError]
-	// for the status subresource: [Patcher.Patch] was used on a kind without
+	// for the status subresource: [Patcher.PatchStatus] was used on a kind without
 	// one.
 	ErrNoStatusSubresource = errors.New("no status subresource")
 

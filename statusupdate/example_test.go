@@ -57,7 +57,7 @@ func (m testManager) GetAPIReader() client.Reader { return m.c }
 // transition is the package doc's replacement for updateStatus: no Get.
 func transition(ctx context.Context, mgr clients, item *v1.WorkItem, phase v1.Phase) (*v1.WorkItem, error) {
 	p := statusupdate.New[*v1.WorkItem](mgr.GetClient(), mgr.GetAPIReader(), statusupdate.Options{})
-	item, err := p.Patch(ctx, item, func(w *v1.WorkItem) error {
+	item, err := p.PatchStatus(ctx, item, func(w *v1.WorkItem) error {
 		w.Status.Phase = phase
 		return nil
 	})
@@ -124,7 +124,7 @@ func ExamplePatcher_Patch() {
 
 	// In a controller: New[*corev1.Pod](mgr.GetClient(), mgr.GetAPIReader(), ...).
 	p := statusupdate.New[*corev1.Pod](c, c, statusupdate.Options{})
-	written, err := p.Patch(ctx, &pod, func(pod *corev1.Pod) error {
+	written, err := p.PatchStatus(ctx, &pod, func(pod *corev1.Pod) error {
 		pod.Status.Phase = corev1.PodRunning
 		return nil
 	})
@@ -136,7 +136,7 @@ func ExamplePatcher_Patch() {
 	fmt.Println("written:", written.Status.Phase, written.ResourceVersion)
 
 	// Asking for what is already there sends nothing.
-	again, err := p.Patch(ctx, written, func(pod *corev1.Pod) error {
+	again, err := p.PatchStatus(ctx, written, func(pod *corev1.Pod) error {
 		pod.Status.Phase = corev1.PodRunning
 		return nil
 	})
@@ -205,7 +205,7 @@ func ExampleConflictError() {
 	p := statusupdate.New[*corev1.Pod](c, c, statusupdate.Options{
 		Backoff: wait.Backoff{Steps: 3, Duration: time.Millisecond, Factor: 1},
 	})
-	_, err := p.Patch(ctx, pod, func(pod *corev1.Pod) error {
+	_, err := p.PatchStatus(ctx, pod, func(pod *corev1.Pod) error {
 		pod.Status.Phase = corev1.PodRunning
 		return nil
 	})
@@ -239,7 +239,7 @@ func ExampleSubresourceError() {
 	}
 
 	p := statusupdate.New[*corev1.ConfigMap](c, c, statusupdate.Options{})
-	_, err := p.Patch(ctx, &cm, func(cm *corev1.ConfigMap) error {
+	_, err := p.PatchStatus(ctx, &cm, func(cm *corev1.ConfigMap) error {
 		cm.Data = map[string]string{"mode": "fast"}
 		return nil
 	})

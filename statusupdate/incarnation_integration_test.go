@@ -67,7 +67,7 @@ func TestIntegrationWriteNeverCrossesIncarnations(t *testing.T) {
 	t.Run("Status", func(t *testing.T) {
 		stale, current := recreate(t, testPod("incarnation"), func() client.Object { return testPod("incarnation") })
 		p := statusupdate.New[*corev1.Pod](c, c, statusupdate.Options{})
-		_, err := p.Patch(ctx, stale.(*corev1.Pod), setCondition("racesafe.io/deleting", "stale"))
+		_, err := p.PatchStatus(ctx, stale.(*corev1.Pod), setCondition("racesafe.io/deleting", "stale"))
 		if !errors.Is(err, statusupdate.ErrIncarnation) {
 			t.Fatalf("status patch of the old incarnation: got %v, want ErrIncarnation", err)
 		}

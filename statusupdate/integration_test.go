@@ -172,7 +172,7 @@ func TestIntegration(t *testing.T) {
 				<-start
 				held := pod.DeepCopy()
 				for i := range rounds {
-					written, err := p.Patch(t.Context(), held, setCondition(fmt.Sprintf("racesafe.io/%s-%d", writer, i), "round"))
+					written, err := p.PatchStatus(t.Context(), held, setCondition(fmt.Sprintf("racesafe.io/%s-%d", writer, i), "round"))
 					if err != nil {
 						t.Errorf("writer %s round %d: %v", writer, i, err)
 						return
@@ -229,7 +229,7 @@ func TestIntegration(t *testing.T) {
 		pod := createPod(t, c, "dropped")
 		p := statusupdate.New[*corev1.Pod](c, c, statusupdate.Options{})
 		deadline := int64(60)
-		written, err := p.Patch(t.Context(), pod, func(p *corev1.Pod) error {
+		written, err := p.PatchStatus(t.Context(), pod, func(p *corev1.Pod) error {
 			p.Spec.ActiveDeadlineSeconds = &deadline
 			p.Status.Message = "written"
 			return nil
@@ -400,7 +400,7 @@ func TestIntegration(t *testing.T) {
 		setStatus := func(u *unstructured.Unstructured) error {
 			return unstructured.SetNestedField(u.Object, "Running", "status", "phase")
 		}
-		_, err := p.Patch(t.Context(), held, setStatus)
+		_, err := p.PatchStatus(t.Context(), held, setStatus)
 		if apierrors.IsNotFound(err) || client.IgnoreNotFound(err) == nil {
 			t.Fatalf("error %v is NotFound: client.IgnoreNotFound would drop the write", err)
 		}
@@ -424,7 +424,7 @@ func TestIntegration(t *testing.T) {
 			if err := c.Delete(t.Context(), gone); err != nil {
 				t.Fatal(err)
 			}
-			_, err := p.Patch(t.Context(), gone, setStatus)
+			_, err := p.PatchStatus(t.Context(), gone, setStatus)
 			if !apierrors.IsNotFound(err) || errors.Is(err, statusupdate.ErrNoStatusSubresource) {
 				t.Errorf("%s: error %v, want NotFound", kind, err)
 			}
@@ -446,7 +446,7 @@ func TestIntegration(t *testing.T) {
 		}
 		rec := &recorder{}
 		p := statusupdate.New[*corev1.Pod](c, c, statusupdate.Options{Expectations: rec})
-		written, err := p.Patch(t.Context(), pod, setPhase(corev1.PodRunning)) // pod is stale
+		written, err := p.PatchStatus(t.Context(), pod, setPhase(corev1.PodRunning)) // pod is stale
 		if err != nil {
 			t.Fatalf("Patch: %v", err)
 		}

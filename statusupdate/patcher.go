@@ -108,14 +108,14 @@ func New[T client.Object](c Client, apiReader client.Reader, opts Options) *Patc
 	}
 }
 
-// Patch writes obj's status. It deep-copies obj, runs mutate on the copy, sends
+// PatchStatus writes obj's status. It deep-copies obj, runs mutate on the copy, sends
 // the JSON merge patch of the difference to the status subresource and returns
 // the object the server wrote. obj itself is never modified.
 //
-// If mutate changes nothing, nothing is sent and Patch returns a copy of obj.
+// If mutate changes nothing, nothing is sent and PatchStatus returns a copy of obj.
 // If mutate returns an error, the call ends: nothing more is sent, nothing is
 // retried, and the error is returned wrapped. On 409 Conflict from the server,
-// Patch reads the object from the API server, records it with the Recorder,
+// PatchStatus reads the object from the API server, records it with the Recorder,
 // runs mutate on it again and retries; see [Options].Backoff. A NotFound for
 // an object that exists is a [*SubresourceError]: the kind has no status
 // subresource.
@@ -123,8 +123,8 @@ func New[T client.Object](c Client, apiReader client.Reader, opts Options) *Patc
 // Changes mutate makes outside status are dropped by the server; use
 // [Patcher.PatchObject] for those. On an error from recording a write, or from
 // the read that tells whether the write removed the object, the write did
-// happen: Patch returns the written object together with the error.
-func (p *Patcher[T]) Patch(ctx context.Context, obj T, mutate func(T) error) (T, error) {
+// happen: PatchStatus returns the written object together with the error.
+func (p *Patcher[T]) PatchStatus(ctx context.Context, obj T, mutate func(T) error) (T, error) {
 	return p.run(ctx, target{
 		label:       targetStatus,
 		subresource: subresourceStatus,
@@ -139,7 +139,16 @@ func (p *Patcher[T]) Patch(ctx context.Context, obj T, mutate func(T) error) (T,
 	}, obj, mutate)
 }
 
-// PatchObject is [Patcher.Patch] for the object itself rather than its status:
+// Patch is PatchStatus.
+//
+// Deprecated: Patch writes the status subresource, where client.Patch
+// writes the object; use [Patcher.PatchStatus], whose name says so. Patch
+// stays for one minor release.
+func (p *Patcher[T]) Patch(ctx context.Context, obj T, mutate func(T) error) (T, error) {
+	return p.PatchStatus(ctx, obj, mutate)
+}
+
+// PatchObject is [Patcher.PatchStatus] for the object itself rather than its status:
 // finalizers, labels, annotations, spec. For types with a status subresource,
 // the server ignores status changes sent this way.
 func (p *Patcher[T]) PatchObject(ctx context.Context, obj T, mutate func(T) error) (T, error) {
@@ -164,7 +173,7 @@ type target struct {
 	send        func(ctx context.Context, c Client, obj client.Object, patch client.Patch, fieldOwner string) error
 }
 
-// subresourceStatus is the subresource [Patcher.Patch] writes.
+// subresourceStatus is the subresource [Patcher.PatchStatus] writes.
 const subresourceStatus = "status"
 
 var errNoClient = errors.New("statusupdate: Patcher has a nil client or apiReader")

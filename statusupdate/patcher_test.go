@@ -191,7 +191,7 @@ func TestPatchWritesOnceWithoutReading(t *testing.T) {
 	before := obj.DeepCopy()
 
 	p := statusupdate.New[*corev1.Pod](h.writer, h.live, statusupdate.Options{Backoff: fastRetry})
-	got, err := p.Patch(t.Context(), obj, setPhase(corev1.PodRunning))
+	got, err := p.PatchStatus(t.Context(), obj, setPhase(corev1.PodRunning))
 	if err != nil {
 		t.Fatalf("Patch: %v", err)
 	}
@@ -226,7 +226,7 @@ func TestPatchSendsResourceVersionPrecondition(t *testing.T) {
 			h := newHarness(t, testPod("p"))
 			obj := h.stored(t, testPod("p"))
 			p := statusupdate.New[*corev1.Pod](h.writer, h.live, statusupdate.Options{DisableOptimisticLock: tc.disable})
-			if _, err := p.Patch(t.Context(), obj, setPhase(corev1.PodRunning)); err != nil {
+			if _, err := p.PatchStatus(t.Context(), obj, setPhase(corev1.PodRunning)); err != nil {
 				t.Fatalf("Patch: %v", err)
 			}
 			if diff := cmp.Diff([]string{tc.want}, h.statusBody); diff != "" {
@@ -256,7 +256,7 @@ func TestPatchConflictRereadsLive(t *testing.T) {
 
 	var mutations atomic.Int32
 	p := statusupdate.New[*corev1.Pod](h.writer, h.live, statusupdate.Options{Backoff: fastRetry})
-	got, err := p.Patch(t.Context(), obj, func(pod *corev1.Pod) error {
+	got, err := p.PatchStatus(t.Context(), obj, func(pod *corev1.Pod) error {
 		mutations.Add(1)
 		return setCondition("example.com/Mine", "ours")(pod)
 	})
@@ -294,7 +294,7 @@ func TestPatchConflictRetriesExhausted(t *testing.T) {
 
 	backoff := wait.Backoff{Steps: 3, Duration: time.Millisecond, Factor: 1}
 	p := statusupdate.New[*corev1.Pod](h.writer, h.live, statusupdate.Options{Backoff: backoff})
-	got, err := p.Patch(t.Context(), obj, setPhase(corev1.PodRunning))
+	got, err := p.PatchStatus(t.Context(), obj, setPhase(corev1.PodRunning))
 
 	if got != nil {
 		t.Errorf("Patch returned %v with its error, want nil", got)
@@ -327,7 +327,7 @@ func TestPatchDefaultBackoff(t *testing.T) {
 		return apierrors.NewConflict(schema.GroupResource{Resource: "pods"}, "p", errors.New("injected"))
 	}
 	p := statusupdate.New[*corev1.Pod](h.writer, h.live, statusupdate.Options{})
-	_, err := p.Patch(t.Context(), obj, setPhase(corev1.PodRunning))
+	_, err := p.PatchStatus(t.Context(), obj, setPhase(corev1.PodRunning))
 	var cerr *statusupdate.ConflictError
 	if !errors.As(err, &cerr) || cerr.Attempts != 5 {
 		t.Fatalf("Patch error %v, want a *ConflictError after 5 attempts", err)
@@ -349,7 +349,7 @@ func TestPatchBackoffHonoursContext(t *testing.T) {
 		Backoff: wait.Backoff{Steps: 5, Duration: 30 * time.Second, Factor: 1},
 	})
 	start := time.Now()
-	_, err := p.Patch(ctx, obj, setPhase(corev1.PodRunning))
+	_, err := p.PatchStatus(ctx, obj, setPhase(corev1.PodRunning))
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("Patch error %v, want context.Canceled", err)
 	}
@@ -369,7 +369,7 @@ func TestPatchUnchangedSendsNothing(t *testing.T) {
 		"same value": setPhase(corev1.PodPending),
 		"nothing":    func(*corev1.Pod) error { return nil },
 	} {
-		got, err := p.Patch(t.Context(), obj, mutate)
+		got, err := p.PatchStatus(t.Context(), obj, mutate)
 		if err != nil {
 			t.Fatalf("%s: Patch: %v", name, err)
 		}
@@ -393,7 +393,7 @@ func TestPatchMutateErrorWritesNothing(t *testing.T) {
 	errBoom := errors.New("boom")
 
 	p := statusupdate.New[*corev1.Pod](h.writer, h.live, statusupdate.Options{Backoff: fastRetry})
-	_, err := p.Patch(t.Context(), obj, func(pod *corev1.Pod) error {
+	_, err := p.PatchStatus(t.Context(), obj, func(pod *corev1.Pod) error {
 		pod.Status.Phase = corev1.PodFailed // half-done work must not be sent
 		return errBoom
 	})
@@ -438,7 +438,7 @@ func TestPatchServerErrorsWrapped(t *testing.T) {
 			}
 			before := stored.DeepCopy()
 			p := statusupdate.New[*corev1.Pod](h.writer, h.live, statusupdate.Options{Backoff: fastRetry})
-			_, err := p.Patch(t.Context(), stored, setPhase(corev1.PodRunning))
+			_, err := p.PatchStatus(t.Context(), stored, setPhase(corev1.PodRunning))
 			if !tc.is(err) {
 				t.Fatalf("Patch error %v: apierrors.Is%s is false", err, tc.name)
 			}
@@ -456,7 +456,7 @@ func TestPatchServerErrorsWrapped(t *testing.T) {
 func TestPatchWithoutResourceVersion(t *testing.T) {
 	h := newHarness(t, testPod("p"))
 	p := statusupdate.New[*corev1.Pod](h.writer, h.live, statusupdate.Options{})
-	_, err := p.Patch(t.Context(), testPod("p"), setPhase(corev1.PodRunning))
+	_, err := p.PatchStatus(t.Context(), testPod("p"), setPhase(corev1.PodRunning))
 	if !errors.Is(err, statusupdate.ErrNoResourceVersion) {
 		t.Fatalf("Patch error %v, want ErrNoResourceVersion", err)
 	}
@@ -527,11 +527,11 @@ func TestPatchRecordsWrittenResourceVersion(t *testing.T) {
 	rec := &recorder{}
 	p := statusupdate.New[*corev1.Pod](h.writer, h.live, statusupdate.Options{Expectations: rec})
 
-	got, err := p.Patch(t.Context(), obj, setPhase(corev1.PodRunning))
+	got, err := p.PatchStatus(t.Context(), obj, setPhase(corev1.PodRunning))
 	if err != nil {
 		t.Fatalf("Patch: %v", err)
 	}
-	if _, err := p.Patch(t.Context(), got, setPhase(corev1.PodRunning)); err != nil { // a no-op is not a write
+	if _, err := p.PatchStatus(t.Context(), got, setPhase(corev1.PodRunning)); err != nil { // a no-op is not a write
 		t.Fatalf("Patch: %v", err)
 	}
 	if diff := cmp.Diff([]string{"ExpectWrite " + got.ResourceVersion}, rec.calls); diff != "" {
@@ -546,7 +546,7 @@ func TestPatchRecorderErrorAfterWrite(t *testing.T) {
 	rec := &recorder{err: errFull}
 	p := statusupdate.New[*corev1.Pod](h.writer, h.live, statusupdate.Options{Expectations: rec})
 
-	got, err := p.Patch(t.Context(), obj, setPhase(corev1.PodRunning))
+	got, err := p.PatchStatus(t.Context(), obj, setPhase(corev1.PodRunning))
 	if !errors.Is(err, errFull) || !strings.Contains(err.Error(), "written at resourceVersion") {
 		t.Fatalf("Patch error %v, want it to wrap %v and say the write happened", err, errFull)
 	}
@@ -628,7 +628,7 @@ func TestPatchUnstructured(t *testing.T) {
 	}
 
 	p := statusupdate.New[*unstructured.Unstructured](h.writer, h.live, statusupdate.Options{Backoff: fastRetry})
-	got, err := p.Patch(t.Context(), obj, func(u *unstructured.Unstructured) error {
+	got, err := p.PatchStatus(t.Context(), obj, func(u *unstructured.Unstructured) error {
 		return unstructured.SetNestedField(u.Object, "Running", "status", "phase")
 	})
 	if err != nil {
@@ -660,7 +660,7 @@ func TestPatchFieldOwner(t *testing.T) {
 	h := newHarness(t, testPod("p"))
 	obj := h.stored(t, testPod("p"))
 	p := statusupdate.New[*corev1.Pod](h.writer, h.live, statusupdate.Options{FieldOwner: "workitem-controller"})
-	if _, err := p.Patch(t.Context(), obj, setPhase(corev1.PodRunning)); err != nil {
+	if _, err := p.PatchStatus(t.Context(), obj, setPhase(corev1.PodRunning)); err != nil {
 		t.Fatalf("Patch: %v", err)
 	}
 	if len(h.statusOpts) != 1 || h.statusOpts[0].FieldManager != "workitem-controller" {
@@ -676,11 +676,11 @@ func TestPatchLogsAtV1(t *testing.T) {
 	ctx := log.IntoContext(t.Context(), logger)
 	p := statusupdate.New[*corev1.Pod](h.writer, h.live, statusupdate.Options{})
 
-	got, err := p.Patch(ctx, obj, setPhase(corev1.PodRunning))
+	got, err := p.PatchStatus(ctx, obj, setPhase(corev1.PodRunning))
 	if err != nil {
 		t.Fatalf("Patch: %v", err)
 	}
-	if _, err := p.Patch(ctx, got, setPhase(corev1.PodRunning)); err != nil {
+	if _, err := p.PatchStatus(ctx, got, setPhase(corev1.PodRunning)); err != nil {
 		t.Fatalf("Patch: %v", err)
 	}
 	out := buf.String()
@@ -744,11 +744,11 @@ func TestMetrics(t *testing.T) {
 		return nil
 	}
 	p := statusupdate.New[*corev1.Pod](h.writer, h.live, statusupdate.Options{Backoff: fastRetry})
-	got, err := p.Patch(t.Context(), obj, setPhase(corev1.PodRunning)) // conflict, then written
+	got, err := p.PatchStatus(t.Context(), obj, setPhase(corev1.PodRunning)) // conflict, then written
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.Patch(t.Context(), got, setPhase(corev1.PodRunning)); err != nil { // unchanged
+	if _, err := p.PatchStatus(t.Context(), got, setPhase(corev1.PodRunning)); err != nil { // unchanged
 		t.Fatal(err)
 	}
 	_, _ = p.PatchObject(t.Context(), got, func(*corev1.Pod) error { return errors.New("no") }) // error

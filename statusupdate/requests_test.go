@@ -93,7 +93,7 @@ func TestRequestsPerTransition(t *testing.T) {
 		counter.take()
 		p := statusupdate.New[*corev1.Pod](c, c, statusupdate.Options{})
 		for i := range n {
-			written, err := p.Patch(t.Context(), held, setPhase(phaseFor(i)))
+			written, err := p.PatchStatus(t.Context(), held, setPhase(phaseFor(i)))
 			if err != nil {
 				t.Fatalf("transition %d: %v", i, err)
 			}
