@@ -10,12 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/racesafe/racesafe/internal/testenv"
 	"github.com/racesafe/racesafe/racetest"
@@ -67,18 +63,9 @@ func runChildController(t *testing.T, env *testenv.Env, direct client.Client, ns
 	if err != nil {
 		t.Fatal(err)
 	}
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:                 clientgoscheme.Scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
-		NewCache: racetest.LaggedCache(racetest.LagOptions{
-			Delay: 300 * time.Millisecond,
-			Match: func(r racetest.Request) bool { return r.Resource == "secrets" },
-		}),
-		NewClient:  faults.NewClient,
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-	})
+	opts := childManagerOptions(ns, 300*time.Millisecond)
+	opts.NewClient = faults.NewClient
+	mgr, err := ctrl.NewManager(env.Config, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

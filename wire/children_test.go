@@ -8,14 +8,36 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/racesafe/racesafe/racetest"
 	"github.com/racesafe/racesafe/wire"
 )
+
+// childManagerOptions are the options both child tests build their manager
+// with: its cache on ns alone, Secrets seen secretLag late, metrics and
+// probes off.
+func childManagerOptions(ns string, secretLag time.Duration) ctrl.Options {
+	return ctrl.Options{
+		Scheme:                 clientgoscheme.Scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
+		NewCache: racetest.LaggedCache(racetest.LagOptions{
+			Delay: secretLag,
+			Match: func(r racetest.Request) bool { return r.Resource == "secrets" },
+		}),
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	}
+}
 
 // childController registers the ReplicaSet problem's controller on mgr:
 // "List my children (Secrets labelled with the owner ConfigMap's name)

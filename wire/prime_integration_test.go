@@ -13,13 +13,9 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/racesafe/racesafe/internal/testenv"
-	"github.com/racesafe/racesafe/racetest"
 )
 
 // TestIntegrationNewLeaderKnowsItsPredecessorsChildren: a warm standby's
@@ -83,22 +79,17 @@ func runNewLeader(t *testing.T, env *testenv.Env, direct client.Client, ns strin
 	}()
 	defer func() { predecessorDone.Store(true); <-renewed }()
 
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:                 clientgoscheme.Scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
-		NewCache:               racetest.LaggedCache(racetest.LagOptions{Delay: 4 * time.Second, Match: func(r racetest.Request) bool { return r.Resource == "secrets" }}),
-		// A warm standby: its controllers' sources, so its informers, run
-		// before it leads.
-		Controller:              config.Controller{SkipNameValidation: ptr.To(true), EnableWarmup: ptr.To(true)},
-		LeaderElection:          true,
-		LeaderElectionID:        "children",
-		LeaderElectionNamespace: ns,
-		LeaseDuration:           ptr.To(2 * time.Second),
-		RenewDeadline:           ptr.To(1500 * time.Millisecond),
-		RetryPeriod:             ptr.To(200 * time.Millisecond),
-	})
+	opts := childManagerOptions(ns, 4*time.Second)
+	// A warm standby: its controllers' sources, so its informers, run
+	// before it leads.
+	opts.Controller.EnableWarmup = ptr.To(true)
+	opts.LeaderElection = true
+	opts.LeaderElectionID = "children"
+	opts.LeaderElectionNamespace = ns
+	opts.LeaseDuration = ptr.To(2 * time.Second)
+	opts.RenewDeadline = ptr.To(1500 * time.Millisecond)
+	opts.RetryPeriod = ptr.To(200 * time.Millisecond)
+	mgr, err := ctrl.NewManager(env.Config, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
