@@ -596,7 +596,20 @@ func (c *Client) Guard(r reconcile.Reconciler) reconcile.Reconciler {
 // itself: CheckOwner, with an *OwnerExpiredError turned into the context
 // the reconcile runs with (see Guard) and a nil error.
 func (c *Client) GuardEntry(ctx context.Context, key client.ObjectKey) (context.Context, error) {
-	err := c.CheckOwner(ctx, key)
+	return c.guarded(ctx, c.CheckOwner(ctx, key))
+}
+
+// GuardOwner is GuardEntry for an owner the caller has already read
+// through this Client, so that the entry reads it once.
+func (c *Client) GuardOwner(ctx context.Context, owner client.Object) (context.Context, error) {
+	if c.owners == nil {
+		return ctx, nil
+	}
+	return c.guarded(ctx, c.owners.Check(ctx, owner))
+}
+
+// guarded turns an *OwnerExpiredError into the live-read context.
+func (c *Client) guarded(ctx context.Context, err error) (context.Context, error) {
 	var expired *OwnerExpiredError
 	if errors.As(err, &expired) {
 		return context.WithValue(ctx, liveReadKey{}, expired), nil

@@ -280,7 +280,7 @@ func (g *guarded) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 		return g.refused(ctx, req, err)
 	default:
 		var err error
-		if ctx, err = g.c.GuardEntry(ctx, req.NamespacedName); err != nil {
+		if ctx, err = g.c.GuardOwner(ctx, owner); err != nil {
 			return g.refused(ctx, req, err)
 		}
 	}
