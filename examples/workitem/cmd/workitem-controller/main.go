@@ -41,14 +41,18 @@ import (
 	"github.com/racesafe/racesafe/examples/workitem/sim"
 )
 
-// Leader election: the Lease in the manager's namespace, and the Event its
-// recorder writes when this replica becomes leader. Namespaced: the
-// controller needs no Lease or Event anywhere else. controller-gen writes
-// these rules as a Role in workitem-system, the namespace the manifests
-// deploy to (kustomize rewrites it with the rest if you change it).
+// Leader election: the Lease in the manager's namespace (read, created
+// once, renewed and released by update), and the Event its recorder
+// writes when this replica becomes leader. Namespaced: the controller needs
+// no Lease or Event anywhere else. controller-gen writes these rules as a
+// Role in workitem-system, the namespace the manifests deploy to
+// (kustomize rewrites it with the rest if you change it). No patch on
+// events: the recorder patches only an event repeated within minutes,
+// which a leader does not send; were it refused, the recorder would log it
+// and drop that event, nothing else.
 //
 // +kubebuilder:rbac:groups=coordination.k8s.io,namespace=workitem-system,resources=leases,verbs=get;create;update
-// +kubebuilder:rbac:groups="",namespace=workitem-system,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups="",namespace=workitem-system,resources=events,verbs=create
 
 // The controllers the binary can run (--controller).
 const (
@@ -82,6 +86,11 @@ type options struct {
 	syncInterval            time.Duration
 	uninstall               time.Duration
 	zap                     zap.Options
+
+	// skipNameValidation lets a test run the controllers of several
+	// managers in one process; controller-runtime refuses a name twice
+	// because their metrics would mix. No flag sets it.
+	skipNameValidation bool
 }
 
 func main() {
@@ -198,6 +207,9 @@ func newManager(cfg *rest.Config, o options) (ctrl.Manager, error) {
 	cfgs.Set(settings.Settings{SyncStatusCheckInterval: o.syncInterval})
 	installer := sim.New(sim.Options{UninstallDuration: o.uninstall})
 	copts := controller.Options{MaxConcurrentReconciles: o.concurrency}
+	if o.skipNameValidation {
+		copts.SkipNameValidation = &o.skipNameValidation
+	}
 	switch o.controller {
 	case controllerRacesafe:
 		r, err := reconciler.New(mgr, reconciler.Options{Installer: installer, Interval: cfgs.SyncStatusCheckInterval})
