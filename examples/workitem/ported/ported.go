@@ -19,6 +19,20 @@ import (
 	"github.com/racesafe/racesafe/wire"
 )
 
+// What the incident's controller sends to the API server, for
+// controller-gen's RBAC (examples/workitem/config/rbac): items are watched
+// and listed by the cache and read live by the wired client when the cache
+// is behind its writes; the finalizer goes on with a patch and comes off
+// with an update; phase and condition are status patches; children are
+// watched and listed by the cache, created and deleted, and read live by name
+// when a create or delete ended ambiguously (a timeout). workitems/finalizers:
+// see examples/workitem/reconciler.
+//
+// +kubebuilder:rbac:groups=demo.racesafe.io,resources=workitems,verbs=get;list;watch;patch;update
+// +kubebuilder:rbac:groups=demo.racesafe.io,resources=workitems/status,verbs=patch
+// +kubebuilder:rbac:groups=demo.racesafe.io,resources=workitems/finalizers,verbs=update
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;delete
+
 // SetupWithManager registers r, the incident's controller, behind the
 // drop-in port. It replaces r.Client with the wired client.
 func SetupWithManager(mgr ctrl.Manager, r *naive.Controller, name string, opts controller.Options) error {

@@ -204,6 +204,23 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, name string, opts contro
 		Complete(r)
 }
 
+// What Reconcile, the owner check and the tracker's priming send to the API
+// server, for controller-gen's RBAC (examples/workitem/config/rbac): items
+// are watched and listed by the cache, read and listed live by the patcher's
+// conflict path and by the priming, patched (finalizer) and status-patched
+// (phase, condition); children are watched and listed by the cache,
+// created and deleted through the expectations client, which reads a child
+// live by name (get) or the kind's version (list) when a create or delete
+// ended ambiguously. workitems/finalizers: a child's controller
+// reference sets blockOwnerDeletion, which an API server running the
+// OwnerReferencesPermissionEnforcement admission plugin only lets a client
+// that may update the owner's finalizers set.
+//
+// +kubebuilder:rbac:groups=demo.racesafe.io,resources=workitems,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=demo.racesafe.io,resources=workitems/status,verbs=patch
+// +kubebuilder:rbac:groups=demo.racesafe.io,resources=workitems/finalizers,verbs=update
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;delete
+
 // Reconcile reads the item (refusing a stale cache entry), checks that the
 // cache has seen every child this controller created or deleted for it, and
 // runs the machine. A stale read, a stale children's cache, and a write the
