@@ -572,7 +572,7 @@ func (c *Client) CheckOwner(ctx context.Context, key client.ObjectKey) error {
 
 // Guard returns r with CheckOwner of the request at its entry: a refused
 // owner ends the reconcile with CheckOwner's error before r runs. Put a
-// requeue.Floor around it to turn that error into a short requeue. An
+// requeue.UntilSettled around it to turn that error into a short requeue. An
 // owner whose wait outlived the TTL with OwnerOptions.LiveReadOnExpiry (an
 // *OwnerExpiredError) is not refused: r runs with a context that
 // LiveReadRequired reports, and through which this Client Lists the kind
@@ -810,7 +810,7 @@ func (c *Client) recordWrite(ctx context.Context, verb string, obj client.Object
 		return nil
 	}
 	c.tellOwnerScope()
-	if err := c.owners.WroteOwned(ctx, obj); err != nil && !notOwned(err) {
+	if err := c.owners.ExpectOwnedWrite(ctx, obj); err != nil && !notOwned(err) {
 		return &NotRecordedError{Verb: verb, Key: key, Err: err}
 	}
 	return nil
@@ -841,7 +841,7 @@ func (c *Client) recordDeletion(ctx context.Context, obj client.Object, st ownSt
 		return nil
 	}
 	c.tellOwnerScope()
-	if err := c.owners.DeletedOwned(ctx, obj); err != nil && !notOwned(err) {
+	if err := c.owners.ExpectOwnedDeletion(ctx, obj); err != nil && !notOwned(err) {
 		return &NotRecordedError{Verb: "delete", Key: key, Err: err}
 	}
 	return nil

@@ -43,7 +43,7 @@
 // cached List of them creates a second child when the List comes from a
 // cache that has not seen the first Create: the ReplicaSet problem. An
 // OwnerTracker records each write of an owned object against its owner (key
-// and UID) and the owned kind (Wrote, Deleted; WroteOwned and DeletedOwned
+// and UID) and the owned kind (ExpectWrite, ExpectDeletion; ExpectOwnedWrite and ExpectOwnedDeletion
 // find the owner from the controller reference), and the owner's reconcile
 // asks, before any List, whether the cache of every kind recorded is at
 // least that new:

@@ -6,6 +6,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/racesafe/racesafe/internal/objcopy"
 )
 
 var (
@@ -16,11 +18,14 @@ var (
 
 	// ErrNilObject is returned for a nil object, including a typed nil
 	// pointer such as (*corev1.ConfigMap)(nil).
-	ErrNilObject = errors.New("nil object")
+	// It is the same value as phase.ErrNilObject and
+	// statusupdate.ErrNilObject.
+	ErrNilObject = objcopy.ErrNilObject
 
 	// ErrNoName is returned for an object or key without a name: nothing can
 	// be expected of an object the server has not named.
-	ErrNoName = errors.New("object has no name")
+	// It is the same value as statusupdate.ErrNoName.
+	ErrNoName = objcopy.ErrNoName
 
 	// ErrUnknownKind is returned for an object whose kind cannot be told: a
 	// typed object whose Go type the tracker's scheme does not know (or

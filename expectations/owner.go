@@ -236,17 +236,17 @@ func NewOwnerTracker(opts OwnerOptions) (*OwnerTracker, error) {
 // String returns the tracker's name, as used in its metrics.
 func (t *OwnerTracker) String() string { return t.name }
 
-// Wrote records that this controller created, updated or patched owned on
+// ExpectWrite records that this controller created, updated or patched owned on
 // behalf of owner. Pass owned as the API server returned it: only the answer
 // carries the new resourceVersion. The record keeps, per owner, owned kind
 // and namespace, the highest resourceVersion written; a lower one (a late
 // answer) never lowers it. A record for another UID of the owner's key
-// belongs to an earlier incarnation and is replaced.
+// is another incarnation's and stays apart (see Check).
 //
 // owned's resourceVersion must be well-formed (*OwnerResourceVersionError
 // otherwise); its kind is taken from its TypeMeta or, when empty, from the
 // scheme. ctx bounds the informer lookup of the first record of a kind.
-func (t *OwnerTracker) Wrote(ctx context.Context, owner, owned client.Object) error {
+func (t *OwnerTracker) ExpectWrite(ctx context.Context, owner, owned client.Object) error {
 	key, uid, err := t.ownerOf(owner)
 	if err != nil {
 		return err
@@ -254,13 +254,13 @@ func (t *OwnerTracker) Wrote(ctx context.Context, owner, owned client.Object) er
 	return t.record(ctx, key, uid, owned, false)
 }
 
-// Deleted records that this controller deleted owned on behalf of owner.
+// ExpectDeletion records that this controller deleted owned on behalf of owner.
 // The owner's Check is stale until the cache no longer shows owned's
 // incarnation (gone, replaced by another UID, or marked for deletion: a
 // List then shows it terminating, which is what the Delete did).
 // controller-runtime's Delete returns no resourceVersion, so none is needed:
 // owned needs a name and, to tell incarnations apart, a UID.
-func (t *OwnerTracker) Deleted(ctx context.Context, owner, owned client.Object) error {
+func (t *OwnerTracker) ExpectDeletion(ctx context.Context, owner, owned client.Object) error {
 	key, uid, err := t.ownerOf(owner)
 	if err != nil {
 		return err
@@ -268,12 +268,12 @@ func (t *OwnerTracker) Deleted(ctx context.Context, owner, owned client.Object) 
 	return t.record(ctx, key, uid, owned, true)
 }
 
-// WroteOwned is Wrote with the owner found from owned's controller reference,
+// ExpectOwnedWrite is ExpectWrite with the owner found from owned's controller reference,
 // which must point to the tracker's owner kind (ErrNotOwned otherwise). The
 // owner lives in owned's namespace, as owner references allow, unless the
 // owner kind is cluster-scoped (OwnerOptions.RESTMapper says so, or a Client
 // with these Owners has told): its key is then its name alone.
-func (t *OwnerTracker) WroteOwned(ctx context.Context, owned client.Object) error {
+func (t *OwnerTracker) ExpectOwnedWrite(ctx context.Context, owned client.Object) error {
 	key, uid, err := t.controllerOf(owned)
 	if err != nil {
 		return err
@@ -281,13 +281,42 @@ func (t *OwnerTracker) WroteOwned(ctx context.Context, owned client.Object) erro
 	return t.record(ctx, key, uid, owned, false)
 }
 
-// DeletedOwned is Deleted with the owner found as in WroteOwned.
-func (t *OwnerTracker) DeletedOwned(ctx context.Context, owned client.Object) error {
+// ExpectOwnedDeletion is ExpectDeletion with the owner found as in ExpectOwnedWrite.
+func (t *OwnerTracker) ExpectOwnedDeletion(ctx context.Context, owned client.Object) error {
 	key, uid, err := t.controllerOf(owned)
 	if err != nil {
 		return err
 	}
 	return t.record(ctx, key, uid, owned, true)
+}
+
+// Wrote is ExpectWrite, under the name it was published with.
+//
+// Deprecated: use ExpectWrite, named as [Tracker.ExpectWrite] is. Wrote goes
+// in the release after next.
+func (t *OwnerTracker) Wrote(ctx context.Context, owner, owned client.Object) error {
+	return t.ExpectWrite(ctx, owner, owned)
+}
+
+// Deleted is ExpectDeletion, under the name it was published with.
+//
+// Deprecated: use ExpectDeletion, named as [Tracker.ExpectDeletion] is.
+func (t *OwnerTracker) Deleted(ctx context.Context, owner, owned client.Object) error {
+	return t.ExpectDeletion(ctx, owner, owned)
+}
+
+// WroteOwned is ExpectOwnedWrite, under the name it was published with.
+//
+// Deprecated: use ExpectOwnedWrite.
+func (t *OwnerTracker) WroteOwned(ctx context.Context, owned client.Object) error {
+	return t.ExpectOwnedWrite(ctx, owned)
+}
+
+// DeletedOwned is ExpectOwnedDeletion, under the name it was published with.
+//
+// Deprecated: use ExpectOwnedDeletion.
+func (t *OwnerTracker) DeletedOwned(ctx context.Context, owned client.Object) error {
+	return t.ExpectOwnedDeletion(ctx, owned)
 }
 
 func (t *OwnerTracker) ownerOf(owner client.Object) (client.ObjectKey, types.UID, error) {

@@ -26,7 +26,7 @@ func BenchmarkOwnerCheck(b *testing.B) {
 		}
 		for i := range backlog {
 			owner := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "owner-" + strconv.Itoa(i), UID: types.UID("u" + strconv.Itoa(i))}}
-			if err := tr.Wrote(b.Context(), owner, child("default", "c-"+strconv.Itoa(i), "c"+strconv.Itoa(i), "100")); err != nil {
+			if err := tr.ExpectWrite(b.Context(), owner, child("default", "c-"+strconv.Itoa(i), "c"+strconv.Itoa(i), "100")); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -64,7 +64,7 @@ func BenchmarkOwnerCheck(b *testing.B) {
 		ctx := b.Context()
 		b.ReportAllocs()
 		for b.Loop() {
-			if err := tr.Wrote(ctx, owner, c); err != nil {
+			if err := tr.ExpectWrite(ctx, owner, c); err != nil {
 				b.Fatal(err)
 			}
 			if err := tr.Check(ctx, owner); err != nil {
@@ -79,7 +79,7 @@ func BenchmarkOwnerCheck(b *testing.B) {
 func TestOwnerCheckWithNothingRecordedDoesNotAllocate(t *testing.T) {
 	f := newOwnerFixture(t, true)
 	ctx := t.Context()
-	if err := f.tr.Wrote(ctx, ownerCM("o1"), child("default", "c-1", "c1", "100")); err != nil {
+	if err := f.tr.ExpectWrite(ctx, ownerCM("o1"), child("default", "c-1", "c1", "100")); err != nil {
 		t.Fatal(err)
 	}
 	other := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "other", UID: "x"}}

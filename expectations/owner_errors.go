@@ -14,7 +14,7 @@ var (
 	// NewOwnerTracker cannot build a tracker from.
 	ErrOwnerOptions = errors.New("invalid OwnerOptions")
 
-	// ErrNotOwned is returned by WroteOwned and DeletedOwned for an object
+	// ErrNotOwned is returned by ExpectOwnedWrite and ExpectOwnedDeletion for an object
 	// without a controller reference to the tracker's owner kind: there is
 	// no owner to record the write against.
 	ErrNotOwned = errors.New("object has no controller reference of the owner kind")
@@ -93,7 +93,7 @@ func (e *OwnerExpiredError) Error() string {
 func (e *OwnerExpiredError) Is(target error) bool { return target == ErrOwnerExpired }
 
 // OwnerResourceVersionError reports a resourceVersion that cannot be ordered:
-// one written (Wrote) or the cache's (Check). errors.Is(err,
+// one written (ExpectWrite) or the cache's (Check). errors.Is(err,
 // ErrInvalidResourceVersion) holds. It is never taken as fresh.
 type OwnerResourceVersionError struct {
 	// Owner names the owner.

@@ -56,7 +56,7 @@ func ExampleOwnerTracker() {
 				return ctrl.Result{}, err
 			}
 			// pod now holds the server's answer and its resourceVersion.
-			if err := owners.Wrote(ctx, &rs, pod); err != nil {
+			if err := owners.ExpectWrite(ctx, &rs, pod); err != nil {
 				return ctrl.Result{}, err
 			}
 		}
@@ -83,7 +83,7 @@ func ExampleOwnerTracker_Check() {
 	ctx := context.Background()
 	owner := ownerCM("o1")
 	created := child("default", "child-x7k2p", "c1", "42") // as the server answered the Create
-	if err := owners.Wrote(ctx, owner, created); err != nil {
+	if err := owners.ExpectWrite(ctx, owner, created); err != nil {
 		panic(err)
 	}
 

@@ -86,7 +86,7 @@ func TestOwnerWaitsForEveryDeclaredForm(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := tr.Wrote(ctx, ownerCM("o1"), child("default", "c-1", "c1", "100")); err != nil {
+	if err := tr.ExpectWrite(ctx, ownerCM("o1"), child("default", "c-1", "c1", "100")); err != nil {
 		t.Fatal(err)
 	}
 	fc.form(typedSecretForm).store.set("100")
@@ -115,12 +115,12 @@ func TestOwnerNeverStartsAnUndeclaredInformer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := tr.Wrote(ctx, ownerCM("o1"), child("default", "c-1", "c1", "100")); err != nil {
+	if err := tr.ExpectWrite(ctx, ownerCM("o1"), child("default", "c-1", "c1", "100")); err != nil {
 		t.Fatal(err)
 	}
 	other := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "cm", UID: "u", ResourceVersion: "5"}}
-	if err := tr.Wrote(ctx, ownerCM("o1"), other); !errors.Is(err, expectations.ErrNotOwned) {
-		t.Fatalf("Wrote of an undeclared kind = %v, want ErrNotOwned", err)
+	if err := tr.ExpectWrite(ctx, ownerCM("o1"), other); !errors.Is(err, expectations.ErrNotOwned) {
+		t.Fatalf("ExpectWrite of an undeclared kind = %v, want ErrNotOwned", err)
 	}
 	if got := fc.askedFor(); len(got) != 1 || got[0] != metadataSecretForm {
 		t.Fatalf("informers asked for = %v, want only [%s]", got, metadataSecretForm)
@@ -150,7 +150,7 @@ func TestOwnerWakesWhenTheWatchBeatTheAnswer(t *testing.T) {
 	}
 	f.store.set("100")
 	f.inf.deliver(child("default", "c-1", "c1", "100"), false)
-	if err := f.tr.Wrote(ctx, ownerCM("o1"), child("default", "c-1", "c1", "100")); err != nil {
+	if err := f.tr.ExpectWrite(ctx, ownerCM("o1"), child("default", "c-1", "c1", "100")); err != nil {
 		t.Fatal(err)
 	}
 	if n := q.Len(); n != 1 {
@@ -177,7 +177,7 @@ func TestOwnerClusterScopedOwner(t *testing.T) {
 	owner := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team", UID: "ns1"}}
 	c := child("team", "c-1", "c1", "100")
 	c.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Namespace", Name: "team", UID: "ns1", Controller: ptrTrue()}}
-	if err := f.tr.WroteOwned(ctx, c); err != nil {
+	if err := f.tr.ExpectOwnedWrite(ctx, c); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.tr.Check(ctx, owner); !errors.Is(err, expectations.ErrStale) {
@@ -212,7 +212,7 @@ func TestGuardReadsLiveAfterAnExpiredWait(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := tr.Wrote(ctx, owner, child("default", "c-1", "c1", "100")); err != nil {
+	if err := tr.ExpectWrite(ctx, owner, child("default", "c-1", "c1", "100")); err != nil {
 		t.Fatal(err)
 	}
 	clk.Step(2 * time.Minute)

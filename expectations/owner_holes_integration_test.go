@@ -80,7 +80,7 @@ func testTypedWriteMetadataList(t *testing.T, cfg *rest.Config, direct client.Cl
 	if err := direct.Create(ctx, c); err != nil {
 		t.Fatal(err)
 	}
-	if err := tr.Wrote(ctx, owner, c); err != nil {
+	if err := tr.ExpectWrite(ctx, owner, c); err != nil {
 		t.Fatal(err)
 	}
 	// A typed informer started now (the controller also Gets typed

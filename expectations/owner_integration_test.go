@@ -146,7 +146,7 @@ func testOwnerStaleUntilWatchDelivers(t *testing.T, cfg *rest.Config, direct cli
 	if err := direct.Create(ctx, c); err != nil {
 		t.Fatal(err)
 	}
-	if err := tr.Wrote(ctx, owner, c); err != nil {
+	if err := tr.ExpectWrite(ctx, owner, c); err != nil {
 		t.Fatal(err)
 	}
 	var children corev1.SecretList
@@ -300,7 +300,7 @@ func testOwnerWakesOnCatchUp(t *testing.T, cfg *rest.Config, direct client.Clien
 				if err := c.Create(ctx, s); err != nil {
 					return ctrl.Result{}, err
 				}
-				return ctrl.Result{}, tr.Wrote(ctx, &owner, s)
+				return ctrl.Result{}, tr.ExpectWrite(ctx, &owner, s)
 			}))
 	})
 	createOwner(t, direct, ns)
@@ -331,8 +331,8 @@ type listMode string
 
 const (
 	listNaive   listMode = "naive"   // not at all
-	listGuarded listMode = "guarded" // OwnerTracker.Check at entry, Wrote after Create
-	listClient  listMode = "client"  // the drop-in Client, wrapped in requeue.Floor
+	listGuarded listMode = "guarded" // OwnerTracker.Check at entry, ExpectWrite after Create
+	listClient  listMode = "client"  // the drop-in Client, wrapped in requeue.UntilSettled
 )
 
 // testListThenCreate is the ReplicaSet problem: "list my children from the
@@ -340,7 +340,7 @@ const (
 // lag (with jitter up to lc.jitter). Naive, it creates duplicates; with the
 // owner Check in front (and requeue.OnStale), or through the drop-in Client
 // (whose Get of the owner refuses while its children's cache lags, and a
-// requeue.Floor that turns that refusal into a short requeue), exactly one
+// requeue.UntilSettled that turns that refusal into a short requeue), exactly one
 // child.
 func testListThenCreate(t *testing.T, cfg *rest.Config, direct client.Client, lc listCase) {
 	guarded := lc.mode == listGuarded
@@ -365,7 +365,7 @@ func testListThenCreate(t *testing.T, cfg *rest.Config, direct client.Client, lc
 			}
 			guarded := c.(*expectations.Client)
 			wrap = func(r reconcile.Reconciler) reconcile.Reconciler {
-				return requeue.Floor(guarded.Guard(r), requeue.FloorOptions[reconcile.Request]{Name: "client-" + ns, StaleAfter: 20 * time.Millisecond})
+				return requeue.UntilSettled(guarded.Guard(r), requeue.UntilSettledOptions[reconcile.Request]{Name: "client-" + ns, StaleAfter: 20 * time.Millisecond})
 			}
 		}
 		return ctrl.NewControllerManagedBy(mgr).Named("owner-" + ns).For(&corev1.ConfigMap{}).Owns(&corev1.Secret{}).
@@ -396,7 +396,7 @@ func testListThenCreate(t *testing.T, cfg *rest.Config, direct client.Client, lc
 					return ctrl.Result{}, err
 				}
 				if guarded {
-					if err := tr.Wrote(ctx, &owner, s); err != nil {
+					if err := tr.ExpectWrite(ctx, &owner, s); err != nil {
 						return ctrl.Result{}, err
 					}
 				}

@@ -124,11 +124,11 @@ func (t *OwnerTracker) primeKind(ctx context.Context, live client.Reader, protos
 				return err
 			case found:
 				res.Behind++
-				return t.WroteOwned(ctx, s)
+				return t.ExpectOwnedWrite(ctx, s)
 			default:
 				res.Gone++
 				c.GetObjectKind().SetGroupVersionKind(gvk)
-				return t.DeletedOwned(ctx, c)
+				return t.ExpectOwnedDeletion(ctx, c)
 			}
 		})
 		if err != nil {
@@ -139,7 +139,7 @@ func (t *OwnerTracker) primeKind(ctx context.Context, live client.Reader, protos
 				continue
 			}
 			res.Missing++
-			if err := t.WroteOwned(ctx, s); err != nil {
+			if err := t.ExpectOwnedWrite(ctx, s); err != nil {
 				return err
 			}
 		}

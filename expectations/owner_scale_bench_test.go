@@ -49,7 +49,7 @@ func newScaleOwnerTracker(b *testing.B, owners []*corev1.ConfigMap, children [][
 	}
 	for i, o := range owners {
 		for _, ch := range children[i] {
-			if err := tr.Wrote(b.Context(), o, ch); err != nil {
+			if err := tr.ExpectWrite(b.Context(), o, ch); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -94,7 +94,7 @@ func BenchmarkOwnerScale(b *testing.B) {
 		i := 0
 		for b.Loop() {
 			o := i % scaleOwners
-			if err := tr.Wrote(ctx, owners[o], children[o][(i/scaleOwners)%scaleChildren]); err != nil {
+			if err := tr.ExpectWrite(ctx, owners[o], children[o][(i/scaleOwners)%scaleChildren]); err != nil {
 				b.Fatal(err)
 			}
 			i++

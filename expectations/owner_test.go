@@ -221,11 +221,11 @@ func TestOwnerCheckIsStaleUntilTheStoreVersionCatchesUp(t *testing.T) {
 	if err := f.tr.Check(ctx, owner); err != nil {
 		t.Fatalf("Check with nothing recorded = %v, want nil", err)
 	}
-	if err := f.tr.Wrote(ctx, owner, child("default", "c-1", "c1", "100")); err != nil {
+	if err := f.tr.ExpectWrite(ctx, owner, child("default", "c-1", "c1", "100")); err != nil {
 		t.Fatal(err)
 	}
 	// A late answer never lowers the record.
-	if err := f.tr.Wrote(ctx, owner, child("default", "c-0", "c0", "90")); err != nil {
+	if err := f.tr.ExpectWrite(ctx, owner, child("default", "c-0", "c0", "90")); err != nil {
 		t.Fatal(err)
 	}
 	skips := f.skips()
@@ -272,7 +272,7 @@ func TestOwnerCheckFallsBackToEventsPerNamespace(t *testing.T) {
 			f := newOwnerFixture(t, tc.withStore)
 			ctx := t.Context()
 			owner := ownerCM("o1")
-			if err := f.tr.Wrote(ctx, owner, child("default", "c-1", "c1", "100")); err != nil {
+			if err := f.tr.ExpectWrite(ctx, owner, child("default", "c-1", "c1", "100")); err != nil {
 				t.Fatal(err)
 			}
 			var stale *expectations.OwnerStaleError
@@ -296,7 +296,7 @@ func TestOwnerCheckRefusesAnUnorderableCacheVersion(t *testing.T) {
 	f := newOwnerFixture(t, true)
 	ctx := t.Context()
 	owner := ownerCM("o1")
-	if err := f.tr.Wrote(ctx, owner, child("default", "c-1", "c1", "100")); err != nil {
+	if err := f.tr.ExpectWrite(ctx, owner, child("default", "c-1", "c1", "100")); err != nil {
 		t.Fatal(err)
 	}
 	f.store.set("not-a-version")
@@ -313,10 +313,10 @@ func TestOwnerCheckRefusesAnUnorderableCacheVersion(t *testing.T) {
 func TestOwnerWroteRefusesAnUnorderableResourceVersion(t *testing.T) {
 	f := newOwnerFixture(t, true)
 	for _, rv := range []string{"", "0123", "abc"} {
-		err := f.tr.Wrote(t.Context(), ownerCM("o1"), child("default", "c", "c", rv))
+		err := f.tr.ExpectWrite(t.Context(), ownerCM("o1"), child("default", "c", "c", rv))
 		var rvErr *expectations.OwnerResourceVersionError
 		if !errors.As(err, &rvErr) || rvErr.Cache || rvErr.ResourceVersion != rv {
-			t.Errorf("Wrote(rv %q) = %v, want a written *OwnerResourceVersionError", rv, err)
+			t.Errorf("ExpectWrite(rv %q) = %v, want a written *OwnerResourceVersionError", rv, err)
 		}
 	}
 	if n := f.tr.Pending(); n != 0 {
@@ -330,11 +330,11 @@ func TestOwnerWroteRefusesAnUnorderableResourceVersion(t *testing.T) {
 func TestOwnerIncarnationsAreKeptApart(t *testing.T) {
 	f := newOwnerFixture(t, false)
 	ctx := t.Context()
-	if err := f.tr.Wrote(ctx, ownerCM("new"), child("default", "c-2", "c2", "100")); err != nil {
+	if err := f.tr.ExpectWrite(ctx, ownerCM("new"), child("default", "c-2", "c2", "100")); err != nil {
 		t.Fatal(err)
 	}
 	// Cleanup of the old incarnation's child, after the new one's write.
-	if err := f.tr.Deleted(ctx, ownerCM("old"), child("default", "c-1", "c1", "90")); err != nil {
+	if err := f.tr.ExpectDeletion(ctx, ownerCM("old"), child("default", "c-1", "c1", "90")); err != nil {
 		t.Fatal(err)
 	}
 	if n := f.tr.Pending(); n != 2 {
@@ -362,7 +362,7 @@ func TestOwnerCheckActsAfterTheTTL(t *testing.T) {
 	f := newOwnerFixture(t, true)
 	ctx := t.Context()
 	owner := ownerCM("o1")
-	if err := f.tr.Wrote(ctx, owner, child("default", "c-1", "c1", "100")); err != nil {
+	if err := f.tr.ExpectWrite(ctx, owner, child("default", "c-1", "c1", "100")); err != nil {
 		t.Fatal(err)
 	}
 	expired := f.expired()
@@ -387,7 +387,7 @@ func TestOwnerCheckAsksForALiveReadAfterTheTTL(t *testing.T) {
 	ctx := t.Context()
 	owner := ownerCM("o1")
 	f.store.set("50")
-	if err := f.tr.Wrote(ctx, owner, child("default", "c-1", "c1", "100")); err != nil {
+	if err := f.tr.ExpectWrite(ctx, owner, child("default", "c-1", "c1", "100")); err != nil {
 		t.Fatal(err)
 	}
 	f.clock.Step(ttl)
@@ -409,7 +409,7 @@ func TestOwnerCheckWaitsForDeletions(t *testing.T) {
 			owner := ownerCM("o1")
 			c := child("default", "c-1", "c1", "100")
 			f.cache.put(c)
-			if err := f.tr.Deleted(ctx, owner, c); err != nil {
+			if err := f.tr.ExpectDeletion(ctx, owner, c); err != nil {
 				t.Fatal(err)
 			}
 			var stale *expectations.OwnerStaleError
@@ -433,7 +433,7 @@ func TestOwnerCheckTreatsTerminatingChildAsDeleted(t *testing.T) {
 	ctx := t.Context()
 	c := child("default", "c-1", "c1", "100")
 	f.cache.put(c)
-	if err := f.tr.Deleted(ctx, ownerCM("o1"), c); err != nil {
+	if err := f.tr.ExpectDeletion(ctx, ownerCM("o1"), c); err != nil {
 		t.Fatal(err)
 	}
 	terminating := c.DeepCopy()
@@ -448,22 +448,22 @@ func TestOwnerWroteOwnedFindsTheControllerReference(t *testing.T) {
 	f := newOwnerFixture(t, true)
 	ctx := t.Context()
 	c := child("default", "c-1", "c1", "100")
-	if err := f.tr.WroteOwned(ctx, c); !errors.Is(err, expectations.ErrNotOwned) {
-		t.Errorf("WroteOwned without owner references = %v, want ErrNotOwned", err)
+	if err := f.tr.ExpectOwnedWrite(ctx, c); !errors.Is(err, expectations.ErrNotOwned) {
+		t.Errorf("ExpectOwnedWrite without owner references = %v, want ErrNotOwned", err)
 	}
 	c.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "owner", UID: "d", Controller: ptr.To(true)}}
-	if err := f.tr.WroteOwned(ctx, c); !errors.Is(err, expectations.ErrNotOwned) {
-		t.Errorf("WroteOwned controlled by another kind = %v, want ErrNotOwned", err)
+	if err := f.tr.ExpectOwnedWrite(ctx, c); !errors.Is(err, expectations.ErrNotOwned) {
+		t.Errorf("ExpectOwnedWrite controlled by another kind = %v, want ErrNotOwned", err)
 	}
 	c.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "owner", UID: "o1", Controller: ptr.To(true)}}
-	if err := f.tr.WroteOwned(ctx, c); err != nil {
+	if err := f.tr.ExpectOwnedWrite(ctx, c); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.tr.Check(ctx, ownerCM("o1")); !errors.Is(err, expectations.ErrStale) {
 		t.Errorf("Check of the controller = %v, want stale", err)
 	}
-	if err := f.tr.Wrote(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "owner"}}, c); !errors.Is(err, expectations.ErrOwnerKind) {
-		t.Errorf("Wrote with an owner of another kind = %v, want ErrOwnerKind", err)
+	if err := f.tr.ExpectWrite(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "owner"}}, c); !errors.Is(err, expectations.ErrOwnerKind) {
+		t.Errorf("ExpectWrite with an owner of another kind = %v, want ErrOwnerKind", err)
 	}
 }
 
@@ -477,7 +477,7 @@ func TestOwnerSourceEnqueuesTheOwnerOnCatchUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	owner := ownerCM("o1")
-	if err := f.tr.Wrote(ctx, owner, child("default", "c-1", "c1", "100")); err != nil {
+	if err := f.tr.ExpectWrite(ctx, owner, child("default", "c-1", "c1", "100")); err != nil {
 		t.Fatal(err)
 	}
 	f.inf.deliver(child("default", "older", "x", "99"), false)
@@ -502,7 +502,7 @@ func TestOwnerSourceEnqueuesTheOwnerOnCatchUp(t *testing.T) {
 func TestOwnerForgetIsUIDGuarded(t *testing.T) {
 	f := newOwnerFixture(t, true)
 	ctx := t.Context()
-	if err := f.tr.Wrote(ctx, ownerCM("o1"), child("default", "c-1", "c1", "100")); err != nil {
+	if err := f.tr.ExpectWrite(ctx, ownerCM("o1"), child("default", "c-1", "c1", "100")); err != nil {
 		t.Fatal(err)
 	}
 	f.tr.Forget(ownerCM("o2"))
@@ -518,13 +518,13 @@ func TestOwnerForgetIsUIDGuarded(t *testing.T) {
 func TestOwnerSweepDropsExpiredRecords(t *testing.T) {
 	f := newOwnerFixture(t, true)
 	ctx := t.Context()
-	if err := f.tr.Wrote(ctx, ownerCM("o1"), child("default", "c-1", "c1", "100")); err != nil {
+	if err := f.tr.ExpectWrite(ctx, ownerCM("o1"), child("default", "c-1", "c1", "100")); err != nil {
 		t.Fatal(err)
 	}
 	expired := f.expired()
 	f.clock.Step(ttl)
 	other := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "other", UID: "o9"}}
-	if err := f.tr.Wrote(ctx, other, child("default", "c-2", "c2", "101")); err != nil {
+	if err := f.tr.ExpectWrite(ctx, other, child("default", "c-2", "c2", "101")); err != nil {
 		t.Fatal(err)
 	}
 	if n := f.tr.Pending(); n != 1 {
@@ -538,7 +538,7 @@ func TestOwnerSweepDropsExpiredRecords(t *testing.T) {
 func TestOwnerHugeTTLDoesNotOverflow(t *testing.T) {
 	f := newOwnerFixture(t, true, func(o *expectations.OwnerOptions) { o.TTL = math.MaxInt64 })
 	ctx := t.Context()
-	if err := f.tr.Wrote(ctx, ownerCM("o1"), child("default", "c-1", "c1", "100")); err != nil {
+	if err := f.tr.ExpectWrite(ctx, ownerCM("o1"), child("default", "c-1", "c1", "100")); err != nil {
 		t.Fatal(err)
 	}
 	f.clock.Step(100 * 365 * 24 * time.Hour)
@@ -559,11 +559,11 @@ func TestOwnerBadInputIsAnError(t *testing.T) {
 	if err := f.tr.Check(ctx, (*corev1.ConfigMap)(nil)); !errors.Is(err, expectations.ErrNilObject) {
 		t.Errorf("Check(nil) = %v, want ErrNilObject", err)
 	}
-	if err := f.tr.Wrote(ctx, ownerCM("o1"), nil); !errors.Is(err, expectations.ErrNilObject) {
-		t.Errorf("Wrote(owned nil) = %v, want ErrNilObject", err)
+	if err := f.tr.ExpectWrite(ctx, ownerCM("o1"), nil); !errors.Is(err, expectations.ErrNilObject) {
+		t.Errorf("ExpectWrite(owned nil) = %v, want ErrNilObject", err)
 	}
-	if err := f.tr.Wrote(ctx, &corev1.ConfigMap{}, child("default", "c", "c", "1")); !errors.Is(err, expectations.ErrNoName) {
-		t.Errorf("Wrote(owner without name) = %v, want ErrNoName", err)
+	if err := f.tr.ExpectWrite(ctx, &corev1.ConfigMap{}, child("default", "c", "c", "1")); !errors.Is(err, expectations.ErrNoName) {
+		t.Errorf("ExpectWrite(owner without name) = %v, want ErrNoName", err)
 	}
 }
 
@@ -587,7 +587,7 @@ func TestOwnerTrackerIsSafeForConcurrentUse(t *testing.T) {
 			for i := range writes {
 				rv := strconv.Itoa(1000 + i*4 + w)
 				owner := owners[i%len(owners)]
-				if err := f.tr.Wrote(ctx, owner, child("default", "c-"+rv, "c"+rv, rv)); err != nil {
+				if err := f.tr.ExpectWrite(ctx, owner, child("default", "c-"+rv, "c"+rv, rv)); err != nil {
 					t.Error(err)
 					return
 				}
@@ -618,5 +618,52 @@ func TestOwnerTrackerIsSafeForConcurrentUse(t *testing.T) {
 	}
 	if n := f.tr.Pending(); n != 0 {
 		t.Errorf("Pending = %d, want 0", n)
+	}
+}
+
+// TestOwnerDeprecatedNamesStillRecord: Wrote, Deleted, WroteOwned and
+// DeletedOwned, the names published before ExpectWrite and its kin, still
+// record what they recorded, so code written against them keeps its guard
+// for one release: a write until the cache reaches its version, a deletion
+// until the cache stops showing the child.
+func TestOwnerDeprecatedNamesStillRecord(t *testing.T) {
+	owned := func() *corev1.Secret {
+		c := child("default", "c-1", "c1", "100")
+		c.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "owner", UID: "o1", Controller: ptr.To(true)}}
+		return c
+	}
+	type recorder func(context.Context, *expectations.OwnerTracker) error
+	for name, tc := range map[string]struct {
+		record   recorder
+		deletion bool
+	}{
+		"Wrote": {func(ctx context.Context, tr *expectations.OwnerTracker) error {
+			return tr.Wrote(ctx, ownerCM("o1"), owned())
+		}, false},
+		"Deleted": {func(ctx context.Context, tr *expectations.OwnerTracker) error {
+			return tr.Deleted(ctx, ownerCM("o1"), owned())
+		}, true},
+		"WroteOwned":   {func(ctx context.Context, tr *expectations.OwnerTracker) error { return tr.WroteOwned(ctx, owned()) }, false},
+		"DeletedOwned": {func(ctx context.Context, tr *expectations.OwnerTracker) error { return tr.DeletedOwned(ctx, owned()) }, true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newOwnerFixture(t, true)
+			ctx := t.Context()
+			f.cache.put(owned())
+			if err := tc.record(ctx, f.tr); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.tr.Check(ctx, ownerCM("o1")); !errors.Is(err, expectations.ErrStale) {
+				t.Fatalf("Check after %s = %v, want stale", name, err)
+			}
+			f.store.set("200") // the cache is past the write's version, and still shows the child
+			err := f.tr.Check(ctx, ownerCM("o1"))
+			if tc.deletion && !errors.Is(err, expectations.ErrStale) {
+				t.Errorf("Check after %s with the child still cached = %v, want stale", name, err)
+			}
+			if !tc.deletion && err != nil {
+				t.Errorf("Check after %s with the cache past it = %v, want nil", name, err)
+			}
+		})
 	}
 }

@@ -5,12 +5,14 @@ import (
 	"fmt"
 
 	"github.com/racesafe/racesafe/expectations"
+	"github.com/racesafe/racesafe/internal/objcopy"
 )
 
 var (
 	// ErrNilObject is returned by [Machine.Reconcile] for a nil object,
-	// including a typed nil pointer such as (*corev1.Pod)(nil).
-	ErrNilObject = errors.New("phase: nil object")
+	// including a typed nil pointer such as (*corev1.Pod)(nil). It is the
+	// same value as statusupdate.ErrNilObject and expectations.ErrNilObject.
+	ErrNilObject = objcopy.ErrNilObject
 
 	// ErrNilMutate is returned by [Step.Patch] for a nil mutate function.
 	ErrNilMutate = errors.New("phase: nil mutate function")

@@ -26,7 +26,7 @@
 //		return requeue.AfterInterval(r.checkInterval)
 //
 // where r.checkInterval is an [Interval] that reads the configuration on
-// every call, and [Floor] catches the branches nobody thought of.
+// every call, and [UntilSettled] catches the branches nobody thought of.
 //
 // # Guarantees
 //
@@ -50,11 +50,11 @@
 //     short RequeueAfter with a nil error, so the rate limiter does not back
 //     off and the log shows no error for what is an expected, transient state.
 //
-//   - Terminal unwraps: [Terminal] wraps reconcile.TerminalError, so
+//   - NoRetry unwraps: [NoRetry] wraps reconcile.TerminalError, so
 //     errors.Is, errors.As and apierrors.IsX still see the cause. A nil
-//     error becomes a terminal [ErrNilTerminal], never a success.
+//     error becomes a terminal [ErrNilNoRetry], never a success.
 //
-//   - Floor: [Floor] wraps any reconciler. An empty result with no error for
+//   - UntilSettled: [UntilSettled] wraps any reconciler. An empty result with no error for
 //     a request that its Settled function reports unsettled is replaced by a
 //     requeue after the Interval, logged through the context's logger and
 //     counted in racesafe_requeue_floor_total{controller,reason} on
@@ -62,9 +62,9 @@
 //     request unsettled; an error from Settled is returned wrapped, so the
 //     request is retried rather than dropped. Errors and explicit requeues
 //     pass through untouched, without a call to Settled, except an error
-//     that errors.Is expectations.ErrStale: Floor turns it into a requeue
+//     that errors.Is expectations.ErrStale: UntilSettled turns it into a requeue
 //     after StaleAfter with a nil error, as OnStale does, counted in
-//     racesafe_requeue_floor_stale_total{name}. A Floor around a nil
+//     racesafe_requeue_floor_stale_total{controller}. An UntilSettled around a nil
 //     reconciler returns [ErrNilReconciler], never panics.
 //
 //   - Settled from the object: [SettledWhen] reads the request's object
@@ -77,8 +77,8 @@
 //
 //   - It never sets the deprecated Result.Requeue field: a requeue through
 //     the rate limiter is for errors, and errors say so by being returned.
-//   - It does not decide what "settled" means. Floor asks the caller; a
-//     Settled function that always answers true makes Floor a no-op.
+//   - It does not decide what "settled" means. UntilSettled asks the caller; a
+//     Settled function that always answers true makes UntilSettled a no-op.
 //   - It does not retry by itself or block: it only builds results for
 //     controller-runtime's work queue.
 //   - It does not deduplicate or rate-limit requeues; the work queue already

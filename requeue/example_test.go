@@ -81,14 +81,14 @@ func ExampleJitter() {
 	// true
 }
 
-// Floor catches a branch that returns an empty result while the object still
+// UntilSettled catches a branch that returns an empty result while the object still
 // has work to do: here, a reconciler that forgot to requeue in Deleting.
-func ExampleFloor() {
+func ExampleUntilSettled() {
 	phases := map[string]string{"a": "Deleting", "b": "Deleted"}
 	forgetful := reconcile.TypedFunc[string](func(context.Context, string) (reconcile.Result, error) {
 		return reconcile.Result{}, nil
 	})
-	r := requeue.Floor(forgetful, requeue.FloorOptions[string]{
+	r := requeue.UntilSettled(forgetful, requeue.UntilSettledOptions[string]{
 		Name:     "workitem",
 		Interval: requeue.Fixed(15 * time.Second),
 		Settled: func(_ context.Context, name string) (bool, string, error) {

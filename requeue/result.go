@@ -14,10 +14,10 @@ import (
 // write; that usually takes milliseconds, so the requeue is short.
 const DefaultStaleAfter = time.Second
 
-// ErrNilTerminal is the cause of the terminal error [Terminal] returns when it
+// ErrNilNoRetry is the cause of the terminal error [NoRetry] returns when it
 // is given a nil error: a branch that meant to give up must not end the
 // reconcile as a success by mistake.
-var ErrNilTerminal = errors.New("requeue: Terminal called with a nil error")
+var ErrNilNoRetry = errors.New("requeue: NoRetry called with a nil error")
 
 // After returns a result that requeues after d, or after [DefaultInterval]
 // when d is zero or negative, and a nil error.
@@ -38,14 +38,17 @@ func AfterInterval(i Interval) (reconcile.Result, error) {
 	return reconcile.Result{RequeueAfter: i.Duration()}, nil
 }
 
-// Terminal returns an empty result and err wrapped in reconcile.TerminalError:
+// NoRetry returns an empty result and err wrapped in reconcile.TerminalError:
 // controller-runtime logs and counts it but does not retry the request until
 // the next event. errors.Is and errors.As see err through the wrapping, and so
 // do apierrors.IsNotFound and its siblings. A nil err becomes a terminal
-// [ErrNilTerminal] rather than a silent success.
-func Terminal(err error) (reconcile.Result, error) {
+// [ErrNilNoRetry] rather than a silent success.
+//
+// It is named for what the request gets, not for the phase package's
+// terminal phases, which are where a machine may end with nothing to do.
+func NoRetry(err error) (reconcile.Result, error) {
 	if err == nil {
-		err = ErrNilTerminal
+		err = ErrNilNoRetry
 	}
 	return reconcile.Result{}, reconcile.TerminalError(err)
 }

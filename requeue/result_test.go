@@ -1,6 +1,7 @@
 package requeue
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -47,10 +48,10 @@ func TestAfterInterval(t *testing.T) {
 	}
 }
 
-func TestTerminal(t *testing.T) {
+func TestNoRetry(t *testing.T) {
 	cause := apierrors.NewNotFound(schema.GroupResource{Resource: "pods"}, "worker")
 	wrapped := fmt.Errorf("read template: %w", cause)
-	res, err := Terminal(wrapped)
+	res, err := NoRetry(wrapped)
 	if !res.IsZero() {
 		t.Errorf("result = %+v, want empty", res)
 	}
@@ -58,12 +59,12 @@ func TestTerminal(t *testing.T) {
 		t.Errorf("errors.Is(%v, TerminalError) = false", err)
 	}
 	if !errors.Is(err, wrapped) || !apierrors.IsNotFound(err) {
-		t.Errorf("cause lost through Terminal: %v", err)
+		t.Errorf("cause lost through NoRetry: %v", err)
 	}
 
-	_, err = Terminal(nil)
-	if !errors.Is(err, reconcile.TerminalError(nil)) || !errors.Is(err, ErrNilTerminal) {
-		t.Errorf("Terminal(nil) = %v, want a terminal ErrNilTerminal", err)
+	_, err = NoRetry(nil)
+	if !errors.Is(err, reconcile.TerminalError(nil)) || !errors.Is(err, ErrNilNoRetry) {
+		t.Errorf("NoRetry(nil) = %v, want a terminal ErrNilNoRetry", err)
 	}
 }
 
@@ -94,5 +95,23 @@ func TestOnStale(t *testing.T) {
 				t.Errorf("OnStale = %+v, %v; want %+v, %v", res, err, tt.want, tt.wantErr)
 			}
 		})
+	}
+}
+
+// TestDeprecatedNamesBehaveAsTheNewOnes: Floor, FloorOptions, Terminal and
+// ErrNilTerminal, published before UntilSettled and NoRetry, still compile
+// and do what they did.
+func TestDeprecatedNamesBehaveAsTheNewOnes(t *testing.T) {
+	_, err := Terminal(nil)
+	if !errors.Is(err, reconcile.TerminalError(nil)) || !errors.Is(err, ErrNilTerminal) || !errors.Is(err, ErrNilNoRetry) {
+		t.Errorf("Terminal(nil) = %v, want a terminal ErrNilTerminal that is ErrNilNoRetry", err)
+	}
+	var empty reconcile.TypedFunc[string] = func(context.Context, string) (reconcile.Result, error) {
+		return reconcile.Result{}, nil
+	}
+	var f *FloorReconciler[string] = Floor(empty, FloorOptions[string]{Name: "deprecated-floor", Interval: Fixed(3 * time.Second)})
+	res, err := f.Reconcile(t.Context(), "x")
+	if err != nil || res.RequeueAfter != 3*time.Second {
+		t.Errorf("Floor without Settled = %+v, %v; want a requeue after 3s", res, err)
 	}
 }

@@ -19,7 +19,7 @@ const (
 	ReasonStale = "stale"
 )
 
-// SettledWhen builds a [FloorOptions].Settled that reads the request's
+// SettledWhen builds a [UntilSettledOptions].Settled that reads the request's
 // object from r (the manager's client, or an expectations.Client) into a
 // new T and asks settled about it. An object that is gone is settled: there
 // is nothing left to reconcile. A read refused as stale is unsettled, reason

@@ -7,15 +7,19 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/racesafe/racesafe/internal/objcopy"
 )
 
 var (
 	// ErrNilObject is returned when the object to patch is nil, including a
-	// typed nil pointer such as (*corev1.Pod)(nil).
-	ErrNilObject = errors.New("statusupdate: nil object")
+	// typed nil pointer such as (*corev1.Pod)(nil). It is the same value as
+	// phase.ErrNilObject and expectations.ErrNilObject.
+	ErrNilObject = objcopy.ErrNilObject
 
-	// ErrNoName is returned when the object to patch has no name.
-	ErrNoName = errors.New("statusupdate: object has no name")
+	// ErrNoName is returned when the object to patch has no name. It is the
+	// same value as expectations.ErrNoName.
+	ErrNoName = objcopy.ErrNoName
 
 	// ErrInvalidObject is returned when the object to patch cannot be copied
 	// or re-created: its DeepCopyObject panics (an unstructured object holding

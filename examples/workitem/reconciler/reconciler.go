@@ -414,7 +414,7 @@ func (r *Reconciler) installChild(ctx context.Context, it *v1.WorkItem) error {
 	if err != nil || child == nil {
 		return err
 	}
-	return r.owners.Wrote(ctx, it, child)
+	return r.owners.ExpectWrite(ctx, it, child)
 }
 
 // uninstallChildren deletes the children the cached List shows, recording
@@ -422,7 +422,7 @@ func (r *Reconciler) installChild(ctx context.Context, it *v1.WorkItem) error {
 func (r *Reconciler) uninstallChildren(ctx context.Context, it *v1.WorkItem) error {
 	deleted, err := naive.DeleteChildren(ctx, r.children, it)
 	for i := range deleted {
-		if rerr := r.owners.Deleted(ctx, it, &deleted[i]); rerr != nil && err == nil {
+		if rerr := r.owners.ExpectDeletion(ctx, it, &deleted[i]); rerr != nil && err == nil {
 			err = rerr
 		}
 	}

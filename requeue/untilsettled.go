@@ -12,11 +12,11 @@ import (
 	"github.com/racesafe/racesafe/expectations"
 )
 
-// ErrNilReconciler is returned by a [FloorReconciler] that wraps no
+// ErrNilReconciler is returned by a [UntilSettledReconciler] that wraps no
 // reconciler.
-var ErrNilReconciler = errors.New("requeue: Floor wraps a nil reconciler")
+var ErrNilReconciler = errors.New("requeue: UntilSettled wraps a nil reconciler")
 
-// ReasonNoSettledFunc is the reason label counted when [FloorOptions].Settled
+// ReasonNoSettledFunc is the reason label counted when [UntilSettledOptions].Settled
 // is nil, which makes every empty result a requeue.
 const ReasonNoSettledFunc = "no settled func"
 
@@ -24,12 +24,12 @@ const ReasonNoSettledFunc = "no settled func"
 // unsettled request without a reason.
 const ReasonUnspecified = "unspecified"
 
-// FloorOptions configure [Floor].
-type FloorOptions[Req comparable] struct {
+// UntilSettledOptions configure [UntilSettled].
+type UntilSettledOptions[Req comparable] struct {
 	// Name labels the metric and the log lines, typically the controller name.
 	Name string
 
-	// Interval is the delay of a requeue that Floor adds; nil means
+	// Interval is the delay of a requeue that UntilSettled adds; nil means
 	// [DefaultInterval]. It is read on every replaced result.
 	Interval Interval
 
@@ -46,42 +46,42 @@ type FloorOptions[Req comparable] struct {
 	// counts every request as unsettled, reason [ReasonNoSettledFunc].
 	Settled func(ctx context.Context, req Req) (settled bool, reason string, err error)
 
-	// StaleAfter is the delay of the requeue Floor returns in place of an
+	// StaleAfter is the delay of the requeue UntilSettled returns in place of an
 	// error that errors.Is expectations.ErrStale (a stale read refused, a
 	// phase that moved under a stale copy), as [OnStale] does; zero or
 	// negative means [DefaultStaleAfter].
 	StaleAfter time.Duration
 }
 
-// FloorReconciler is the reconciler [Floor] returns. It is safe for
+// UntilSettledReconciler is the reconciler [UntilSettled] returns. It is safe for
 // concurrent use if the wrapped reconciler and Settled are.
-type FloorReconciler[Req comparable] struct {
+type UntilSettledReconciler[Req comparable] struct {
 	inner reconcile.TypedReconciler[Req]
-	opts  FloorOptions[Req]
+	opts  UntilSettledOptions[Req]
 }
 
-// Floor wraps r so that an empty result cannot end the reconcile of a request
-// that is not settled. When r returns an empty result and a nil error, Floor
-// asks opts.Settled about the request; unless it is settled, Floor returns
+// UntilSettled wraps r so that an empty result cannot end the reconcile of a request
+// that is not settled. When r returns an empty result and a nil error, UntilSettled
+// asks opts.Settled about the request; unless it is settled, UntilSettled returns
 // RequeueAfter opts.Interval instead, logs it and counts it in
 // racesafe_requeue_floor_total{controller,reason}. An error from r and a result
 // that already requeues pass through untouched, without calling Settled.
 //
 // An error that errors.Is expectations.ErrStale becomes a requeue after
 // opts.StaleAfter with a nil error, as [OnStale] makes it, counted in
-// racesafe_requeue_floor_stale_total{name}: the cache will catch up, and an
+// racesafe_requeue_floor_stale_total{controller}: the cache will catch up, and an
 // error would only feed the rate limiter's backoff. So a reconciler that
 // returns the errors of an expectations.Client or a phase.Machine as they
 // are needs no change at its return sites.
 //
-// Floor is a safety net under a state machine, not its logic: each count is
+// UntilSettled is a safety net under a state machine, not its logic: each count is
 // a branch that should have said what it waits for.
-func Floor[Req comparable](r reconcile.TypedReconciler[Req], opts FloorOptions[Req]) *FloorReconciler[Req] {
-	return &FloorReconciler[Req]{inner: r, opts: opts}
+func UntilSettled[Req comparable](r reconcile.TypedReconciler[Req], opts UntilSettledOptions[Req]) *UntilSettledReconciler[Req] {
+	return &UntilSettledReconciler[Req]{inner: r, opts: opts}
 }
 
 // Reconcile implements reconcile.TypedReconciler.
-func (f *FloorReconciler[Req]) Reconcile(ctx context.Context, req Req) (reconcile.Result, error) {
+func (f *UntilSettledReconciler[Req]) Reconcile(ctx context.Context, req Req) (reconcile.Result, error) {
 	if f == nil || f.inner == nil {
 		return reconcile.Result{}, ErrNilReconciler
 	}
@@ -99,7 +99,7 @@ func (f *FloorReconciler[Req]) Reconcile(ctx context.Context, req Req) (reconcil
 	if f.opts.Settled != nil {
 		settled, why, err := f.opts.Settled(ctx, req)
 		if err != nil {
-			return res, fmt.Errorf("requeue floor %q: check whether %v is settled: %w", f.opts.Name, req, err)
+			return res, fmt.Errorf("requeue.UntilSettled %q: check whether %v is settled: %w", f.opts.Name, req, err)
 		}
 		if settled {
 			return res, nil

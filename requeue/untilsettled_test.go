@@ -16,10 +16,10 @@ import (
 	"github.com/racesafe/racesafe/expectations"
 )
 
-// key is a request type other than reconcile.Request: Floor is generic.
+// key is a request type other than reconcile.Request: UntilSettled is generic.
 type key string
 
-func TestFloor(t *testing.T) {
+func TestUntilSettled(t *testing.T) {
 	errInner := errors.New("inner failed")
 	errSettled := errors.New("cache unavailable")
 	prio := 3
@@ -57,7 +57,7 @@ func TestFloor(t *testing.T) {
 			inner := reconcile.TypedFunc[key](func(ctx context.Context, req key) (reconcile.Result, error) {
 				return tt.inner, tt.innerErr
 			})
-			opts := FloorOptions[key]{
+			opts := UntilSettledOptions[key]{
 				Name:     name,
 				Interval: Fixed(7 * time.Second),
 				Settled: func(ctx context.Context, req key) (bool, string, error) {
@@ -76,7 +76,7 @@ func TestFloor(t *testing.T) {
 			for _, reason := range reasons {
 				before[reason] = counterValue(t, "racesafe_requeue_floor_total", map[string]string{"controller": name, "reason": reason})
 			}
-			res, err := Floor(inner, opts).Reconcile(t.Context(), "item")
+			res, err := UntilSettled(inner, opts).Reconcile(t.Context(), "item")
 
 			if res.RequeueAfter != tt.want.RequeueAfter || res.Priority != tt.want.Priority || !res.IsZero() != !tt.want.IsZero() {
 				t.Errorf("result = %+v, want %+v", res, tt.want)
@@ -101,12 +101,12 @@ func TestFloor(t *testing.T) {
 	}
 }
 
-func TestFloorReadsIntervalAtCallTime(t *testing.T) {
+func TestUntilSettledReadsIntervalAtCallTime(t *testing.T) {
 	d := time.Second
 	inner := reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) {
 		return reconcile.Result{}, nil
 	})
-	f := Floor(inner, FloorOptions[reconcile.Request]{
+	f := UntilSettled(inner, UntilSettledOptions[reconcile.Request]{
 		Name:     "floor-interval",
 		Interval: func() time.Duration { return d },
 		Settled: func(context.Context, reconcile.Request) (bool, string, error) {
@@ -127,21 +127,21 @@ func TestFloorReadsIntervalAtCallTime(t *testing.T) {
 	}
 }
 
-func TestFloorNilReconciler(t *testing.T) {
-	_, err := Floor[key](nil, FloorOptions[key]{}).Reconcile(t.Context(), "item")
+func TestUntilSettledNilReconciler(t *testing.T) {
+	_, err := UntilSettled[key](nil, UntilSettledOptions[key]{}).Reconcile(t.Context(), "item")
 	if !errors.Is(err, ErrNilReconciler) {
 		t.Errorf("error = %v, want ErrNilReconciler", err)
 	}
-	var f *FloorReconciler[key]
+	var f *UntilSettledReconciler[key]
 	if _, err := f.Reconcile(t.Context(), "item"); !errors.Is(err, ErrNilReconciler) {
-		t.Errorf("nil FloorReconciler: error = %v, want ErrNilReconciler", err)
+		t.Errorf("nil UntilSettledReconciler: error = %v, want ErrNilReconciler", err)
 	}
 }
 
-// TestFloorLogsEachReplacedResult: a replaced result is logged through the
+// TestUntilSettledLogsEachReplacedResult: a replaced result is logged through the
 // context's logger with the floor's name, the reason and the delay; a
 // settled request, an error and an explicit requeue log nothing.
-func TestFloorLogsEachReplacedResult(t *testing.T) {
+func TestUntilSettledLogsEachReplacedResult(t *testing.T) {
 	var lines []string
 	ctx := log.IntoContext(t.Context(), funcr.New(func(prefix, args string) {
 		lines = append(lines, args)
@@ -154,7 +154,7 @@ func TestFloorLogsEachReplacedResult(t *testing.T) {
 		}
 		return results[req], nil
 	})
-	f := Floor(inner, FloorOptions[key]{
+	f := UntilSettled(inner, UntilSettledOptions[key]{
 		Name:     "floor-log",
 		Interval: Fixed(7 * time.Second),
 		Settled: func(_ context.Context, req key) (bool, string, error) {
@@ -174,10 +174,10 @@ func TestFloorLogsEachReplacedResult(t *testing.T) {
 	}
 }
 
-// TestFloorTurnsStaleErrorsIntoShortRequeues: a stale read the wrapped
+// TestUntilSettledTurnsStaleErrorsIntoShortRequeues: a stale read the wrapped
 // reconciler returns as an error becomes a requeue after StaleAfter with no
 // error, never reaching the rate limiter; other errors still pass through.
-func TestFloorTurnsStaleErrorsIntoShortRequeues(t *testing.T) {
+func TestUntilSettledTurnsStaleErrorsIntoShortRequeues(t *testing.T) {
 	stale := fmt.Errorf("get item: %w", &expectations.StaleError{Want: "10", Seen: "9"})
 	for _, tt := range []struct {
 		name       string
@@ -191,9 +191,9 @@ func TestFloorTurnsStaleErrorsIntoShortRequeues(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			name := "floor-" + t.Name()
 			asked := false
-			f := Floor(reconcile.TypedFunc[key](func(context.Context, key) (reconcile.Result, error) {
+			f := UntilSettled(reconcile.TypedFunc[key](func(context.Context, key) (reconcile.Result, error) {
 				return reconcile.Result{}, stale
-			}), FloorOptions[key]{Name: name, StaleAfter: tt.staleAfter,
+			}), UntilSettledOptions[key]{Name: name, StaleAfter: tt.staleAfter,
 				Settled: func(context.Context, key) (bool, string, error) { asked = true; return true, "", nil }})
 			before := counterValue(t, "racesafe_requeue_floor_stale_total", map[string]string{"controller": name})
 			res, err := f.Reconcile(context.Background(), "a")
