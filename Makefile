@@ -21,10 +21,10 @@ test: envtest verify-generated vet fmt-check consumer-check compat-check
 	KUBEBUILDER_ASSETS="$(ASSETS)" $(GO) test -modfile=hack/newest.mod -race -count=2 -shuffle=on ./...
 	cd vet && $(GO) vet ./... && $(GO) test -race -count=1 ./...
 
-## compat-check: build, vet and unit-test on the oldest versions go.mod requires (controller-runtime v0.23).
+## compat-check: build, vet and unit-test on the oldest versions go.mod requires (controller-runtime v0.23), and the integration tests of expectations and wire there.
 .PHONY: compat-check
 compat-check:
-	hack/compat-check.sh
+	KUBEBUILDER_ASSETS="$(ASSETS)" hack/compat-check.sh
 
 ## unit: go test without a control plane (integration tests skip).
 unit:

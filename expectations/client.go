@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
@@ -931,7 +932,12 @@ func (c *Client) ambiguous(ctx context.Context, verb string, obj client.Object, 
 	if key.Name != "" {
 		c.put(sessionKey{gk: k.gk, ObjectKey: key}, &ownEntry{state: ownUnknown, uid: obj.GetUID(), rv: resourceVersionOf(obj), at: now}, now)
 	}
-	rv := c.liveVersion(ctx, verb, obj)
+	rv, absent := c.liveVersion(ctx, verb, obj)
+	if absent {
+		// Read back live: nothing of this owner's by that generateName is
+		// on the server, so the Create was not applied; nothing to keep.
+		return
+	}
 	c.s.barrier(k.gk, key.Namespace, now, rv)
 	c.metrics().pending.Set(float64(c.s.n.Load()))
 	log.FromContext(ctx).V(1).Info("write ended ambiguously; Lists of its kind are refused until the TTL",
@@ -951,39 +957,68 @@ func (c *Client) tellOwnerScope() {
 }
 
 // liveVersion handles an ambiguous Create of an object without a name (a
-// generateName) whose controller is the Owners' kind: it reads the kind's
-// current resourceVersion live (a List of one, metadata only) and records
-// for the owner that the cache must reach it, so that the owner's guard
-// refuses, and the barrier on Lists holds, only until a cache that would
-// show the object if it was applied. It returns that version, "" when there
-// is none to wait for.
-func (c *Client) liveVersion(ctx context.Context, verb string, obj client.Object) string {
+// generateName) whose controller is the Owners' kind. It lists the kind in
+// the object's namespace live (metadata only) and keeps the objects the
+// same owner incarnation controls under the same generateName: the child,
+// if the server applied the Create, is one of them. With none, absent is
+// true: the Create was not applied (as of that read). Otherwise it records
+// for the owner that the cache must reach the highest resourceVersion among
+// them, and returns it: the owner's guard refuses, and the barrier on
+// Lists holds, only until a cache that shows the child if it was applied.
+//
+// It waits for the siblings' version, not the List's: the List's version is
+// the whole store's (leases and events move it several times a second), and
+// a cache of one kind reaches it only with that kind's next event, which a
+// quiet namespace may not have for minutes (the soak under create faults
+// waited out its 3-minute wave deadline). A sibling's version is one the
+// kind's own events deliver. It returns "" and false when it cannot tell.
+func (c *Client) liveVersion(ctx context.Context, verb string, obj client.Object) (rv string, absent bool) {
 	if verb != "create" || obj.GetName() != "" || c.apiReader == nil || c.owners == nil {
-		return ""
+		return "", false
 	}
-	if _, _, err := c.owners.controllerRef(obj, client.ObjectKey{Namespace: obj.GetNamespace()}); err != nil {
-		return ""
+	_, ownerUID, err := c.owners.controllerRef(obj, client.ObjectKey{Namespace: obj.GetNamespace()})
+	if err != nil {
+		return "", false
 	}
 	gvk, err := apiutil.GVKForObject(obj, c.scheme)
 	if err != nil {
-		return ""
+		return "", false
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	list := &metav1.PartialObjectMetadataList{}
 	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-	if err := c.apiReader.List(rctx, list, client.InNamespace(obj.GetNamespace()), client.Limit(1)); err != nil {
-		return ""
+	opts := []client.ListOption{client.InNamespace(obj.GetNamespace()), client.Limit(500)}
+	for {
+		if err := c.apiReader.List(rctx, list, opts...); err != nil {
+			return "", false
+		}
+		for i := range list.Items {
+			it := &list.Items[i]
+			ref := metav1.GetControllerOfNoCopy(it)
+			if ref == nil || ref.UID != ownerUID || !strings.HasPrefix(it.GetName(), obj.GetGenerateName()) {
+				continue
+			}
+			if !wellFormed(it.GetResourceVersion()) {
+				return "", false
+			}
+			if cmp, _ := resourceversion.CompareResourceVersion(it.GetResourceVersion(), rv); rv == "" || cmp > 0 {
+				rv = it.GetResourceVersion()
+			}
+		}
+		if list.GetContinue() == "" {
+			break
+		}
+		opts = []client.ListOption{client.InNamespace(obj.GetNamespace()), client.Limit(500), client.Continue(list.GetContinue())}
 	}
-	rv := list.GetResourceVersion()
-	if !wellFormed(rv) {
-		return ""
+	if rv == "" {
+		return "", true
 	}
 	c.tellOwnerScope()
 	if err := c.owners.wroteUnnamed(ctx, obj, rv); err != nil {
-		return ""
+		return "", false
 	}
-	return rv
+	return rv, false
 }
 
 // cacheReached returns what tells the session whether the cache of a kind

@@ -234,10 +234,14 @@
 //     APIReader, or for an object without a name, Lists of its kind in its
 //     namespace are refused until the TTL (AmbiguousWrites reports it). A
 //     Create without a name (generateName) of a child of the Owners' kind
-//     is answered instead by one live List of one object of its kind: the
-//     owner's Check then refuses, and the kind's Lists stay refused, only
-//     until every declared form of the cache has reached that List's
-//     resourceVersion, where it shows the child if the server applied it.
+//     is answered instead by one live List of its kind in the namespace
+//     (metadata only). When no object of that owner incarnation by that
+//     generateName is there, the Create was not applied and nothing is
+//     kept. Otherwise the owner's Check refuses, and the kind's Lists stay
+//     refused, only until every declared form of the cache has reached the
+//     highest resourceVersion among those objects, where it shows the child
+//     if the server applied it: a version the kind's own events deliver, so
+//     a quiet namespace does not wait for the TTL.
 //   - Recorded or said: a successful write whose answer cannot be kept is a
 //     *NotRecordedError (errors.Is ErrNotRecorded), or, where the answer
 //     names no object (DeleteAllOf, a subresource Create, an Apply answer

@@ -13,10 +13,12 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/racesafe/racesafe/expectations"
 	"github.com/racesafe/racesafe/internal/testenv"
+	"github.com/racesafe/racesafe/racetest"
 )
 
 // TestIntegrationOwnerCheckCoversWhatTheListReads attacks the owner check
@@ -39,6 +41,63 @@ func TestIntegrationOwnerCheckCoversWhatTheListReads(t *testing.T) {
 	t.Run("cleanup of an old incarnation's child", func(t *testing.T) {
 		testOldIncarnationCleanup(t, env.Config, direct)
 	})
+	t.Run("ambiguous generateName create, not applied", func(t *testing.T) {
+		testAmbiguousCreateNotApplied(t, env.Config, direct)
+	})
+}
+
+// testAmbiguousCreateNotApplied: a child Create with generateName answered
+// with a 500 the server did not apply. The Client's live List finds nothing
+// of this owner's by that generateName, so nothing waits: the owner's check
+// passes and the kind's List is served at once, where the kind's current
+// version (the List's, which every write anywhere moves) would have held
+// both until a Secret event came, or the TTL.
+func testAmbiguousCreateNotApplied(t *testing.T, cfg *rest.Config, direct client.Client) {
+	ctx := t.Context()
+	ns := "holes-unapplied"
+	makeNamespace(t, direct, ns)
+	informers, _ := gatedCache(t, cfg, ns, false)
+	tr, err := expectations.NewOwnerTracker(expectations.OwnerOptions{Name: "holes-unapplied", For: &corev1.ConfigMap{}, Cache: informers})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cached, err := client.NewWithWatch(cfg, client.Options{Cache: &client.CacheOptions{Reader: informers}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	faults, err := racetest.NewFaults(racetest.FaultOptions{ServerError: 1, Operations: []racetest.Operation{racetest.OpCreate}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := expectations.NewClient(interceptor.NewClient(cached, faults.Funcs()), expectations.ClientOptions{Name: "holes-unapplied", Owners: tr, APIReader: direct})
+	if err != nil {
+		t.Fatal(err)
+	}
+	syncInformer(t, informers, &corev1.Secret{})
+	syncInformer(t, informers, &corev1.ConfigMap{})
+	owner := createOwner(t, direct, ns)
+	waitFor(t, "the owner in the cache", func(ctx context.Context) (bool, error) {
+		return informers.Get(ctx, client.ObjectKeyFromObject(owner), &corev1.ConfigMap{}) == nil, nil
+	})
+	if err := c.Create(ctx, newOwnedSecret(t, owner)); err == nil {
+		t.Fatal("Create succeeded; the test needs it to fail with a 500")
+	}
+	// Something else written after the failed Create moves the server's
+	// version past anything the Secrets' watch will deliver.
+	if err := direct.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "other"}}); err != nil {
+		t.Fatal(err)
+	}
+	var live corev1.SecretList
+	if err := direct.List(ctx, &live, client.InNamespace(ns)); err != nil || len(live.Items) != 0 {
+		t.Fatalf("Secrets on the server: %d, %v; the fault must not have been applied", len(live.Items), err)
+	}
+	if err := c.CheckOwner(ctx, client.ObjectKeyFromObject(owner)); err != nil {
+		t.Errorf("CheckOwner after a create the server did not apply = %v, want nil", err)
+	}
+	var list corev1.SecretList
+	if err := c.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		t.Errorf("List after a create the server did not apply = %v, want it served", err)
+	}
 }
 
 func syncInformer(t *testing.T, informers cache.Cache, obj client.Object) {

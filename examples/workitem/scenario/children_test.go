@@ -111,3 +111,42 @@ func TestFailedReleaseDoesNotUninstallAgain(t *testing.T) {
 		t.Fatalf("%d uninstalls ran again after a failed release, want 0", rep.DuplicateUninstalls)
 	}
 }
+
+// Children's creates and deletes fail under watch lag: some refused with a
+// 500, some applied by the server and answered with a 500 or a timeout
+// (the caller cannot tell which). The create with generateName that was
+// applied is the one that duplicates children. Both racesafe controllers,
+// the full port and the incident's code behind the drop-in port, create
+// exactly one child per item and delete it, counted on the server.
+func TestChildrenUnderCreateAndDeleteFaults(t *testing.T) {
+	ctrl.SetLogger(logr.Discard())
+	env := testenv.Start(t, testenv.Options{CRDDirectoryPaths: []string{"../config/crd"}})
+	const items = 24
+	for _, c := range []scenario.Kind{scenario.Racesafe, scenario.NaiveClient} {
+		t.Run(string(c), func(t *testing.T) {
+			faults, err := racetest.NewFaults(racetest.FaultOptions{
+				Seed: 11, ServerError: 0.1, AppliedServerError: 0.15, AppliedTimeout: 0.15,
+				Operations: []racetest.Operation{racetest.OpCreate, racetest.OpDelete},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep := run(t, env, c, scenario.Options{Items: items, Lag: 200 * time.Millisecond, Timeout: 30 * time.Second, Faults: faults})
+			got := faults.Injected()
+			t.Logf("%s: injected %v", c, got.Injected)
+			for _, op := range []racetest.Operation{racetest.OpCreate, racetest.OpDelete} {
+				applied := got.Injected[racetest.Injection{Fault: racetest.FaultAppliedServerError, Operation: op}] +
+					got.Injected[racetest.Injection{Fault: racetest.FaultAppliedTimeout, Operation: op}]
+				if applied == 0 {
+					t.Errorf("no applied fault on a child %s: the test proves nothing there", op)
+				}
+			}
+			if rep.Stuck != 0 || rep.Deleted != items {
+				t.Errorf("deleted %d of %d, stuck %d", rep.Deleted, items, rep.Stuck)
+			}
+			if rep.DuplicateChildren != 0 || rep.LeftChildren != 0 {
+				t.Errorf("%d duplicate children, %d left behind; want none", rep.DuplicateChildren, rep.LeftChildren)
+			}
+		})
+	}
+}

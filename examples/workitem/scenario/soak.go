@@ -37,9 +37,10 @@ type SoakOptions struct {
 	Wave        int           // items created (and later deleted) together; default 20
 	Lag         time.Duration // base watch lag; default 100ms
 	Jitter      func() time.Duration
-	// Injected client faults, per write: 409s, 500s, and writes the server
-	// applies although the client sees a 500 or a timeout; defaults 0.10,
-	// 0.02, 0.01 and 0.01. Negative turns one off.
+	// Injected client faults, per write (updates, patches, status writes,
+	// and the children's creates and deletes): 409s, 500s, and writes the
+	// server applies although the client sees a 500 or a timeout; defaults
+	// 0.10, 0.02, 0.01 and 0.01. Negative turns one off.
 	Conflict, ServerError, AppliedServerError, AppliedTimeout float64
 	// Broken watches: the rate per event at which a watch stream ends, and
 	// the rate at which the watch resuming it is answered 410 Gone (the
@@ -153,6 +154,11 @@ func Soak(ctx context.Context, cfg *rest.Config, o SoakOptions) (SoakReport, err
 	faults, err := racetest.NewFaults(racetest.FaultOptions{
 		Seed: o.Seed, Conflict: o.Conflict, ServerError: o.ServerError,
 		AppliedServerError: o.AppliedServerError, AppliedTimeout: o.AppliedTimeout,
+		// Every write the controller sends, the children's creates and
+		// deletes included: an ambiguous child create is what duplicates
+		// children (issue 19 #10).
+		Operations: []racetest.Operation{racetest.OpUpdate, racetest.OpPatch, racetest.OpStatusUpdate,
+			racetest.OpStatusPatch, racetest.OpCreate, racetest.OpDelete},
 	})
 	if err != nil {
 		return rep, err

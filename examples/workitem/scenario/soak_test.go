@@ -1,6 +1,7 @@
 package scenario_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -22,6 +23,7 @@ func TestSoakSurvivesEveryFault(t *testing.T) {
 	}
 	ctrl.SetLogger(logr.Discard())
 	plane := startRestartable(t)
+	var stuck strings.Builder
 	rep, err := scenario.Soak(t.Context(), plane.cfg, scenario.SoakOptions{
 		Duration:              40 * time.Second,
 		Wave:                  10,
@@ -32,9 +34,10 @@ func TestSoakSurvivesEveryFault(t *testing.T) {
 		APIServerRestartEvery: 25 * time.Second,
 		StopAPIServer:         plane.stop,
 		StartAPIServer:        plane.start,
+		Describe:              &stuck,
 	})
 	if err != nil {
-		t.Fatalf("Soak: %v", err)
+		t.Fatalf("Soak: %v\n%s", err, stuck.String())
 	}
 	t.Logf("created %d gone %d stuck %d finalizers left %d; children %d duplicate %d left; %d duplicate uninstalls (%d after a replica exited)",
 		rep.Created, rep.Gone, rep.Stuck, rep.FinalizersLeft, rep.DuplicateChildren, rep.LeftChildren, rep.DuplicateUninstalls, rep.DuplicateUninstallsAfterExit)
