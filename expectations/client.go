@@ -940,7 +940,7 @@ func (c *Client) ambiguous(ctx context.Context, verb string, obj client.Object, 
 	}
 	c.s.barrier(k.gk, key.Namespace, now, rv)
 	c.metrics().pending.Set(float64(c.s.n.Load()))
-	log.FromContext(ctx).V(1).Info("write ended ambiguously; Lists of its kind are refused until the TTL",
+	log.FromContext(ctx).V(1).Info("write ended ambiguously; Lists of its kind are refused until the cache reaches it, or the TTL",
 		"controller", c.metrics().name, "verb", verb, "kind", k.gk, "object", key, "error", err.Error())
 }
 
