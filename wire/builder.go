@@ -44,6 +44,19 @@ type Options struct {
 	// limiter's backoff. DefaultStaleRequeue when zero; negative is refused
 	// by Complete.
 	StaleRequeue time.Duration
+
+	// FinishDeletion, when positive, lets a reconcile of a For object that
+	// is marked for deletion run on after the manager is told to stop, for
+	// at most FinishDeletion: its context is not cancelled by the stop. A
+	// deletion often does work outside the API server (an uninstall, a
+	// cloud resource) and then writes that it is done (the finalizer
+	// released); cancelling between the two leaves the next leader to ask
+	// for the work again. controller-runtime waits for running reconciles
+	// up to the manager's GracefulShutdownTimeout (30 s by default): keep
+	// FinishDeletion below it. Zero (the default) leaves every reconcile's
+	// context as controller-runtime gives it; negative is refused by
+	// Complete.
+	FinishDeletion time.Duration
 }
 
 // Builder builds a controller as controller-runtime's builder does, with
@@ -209,6 +222,9 @@ func (b *Builder) Build(r reconcile.Reconciler) (controller.Controller, error) {
 	if b.opts.StaleRequeue < 0 {
 		return nil, fmt.Errorf("Options.StaleRequeue %v is negative: %w", b.opts.StaleRequeue, ErrBuilder)
 	}
+	if b.opts.FinishDeletion < 0 {
+		return nil, fmt.Errorf("Options.FinishDeletion %v is negative: %w", b.opts.FinishDeletion, ErrBuilder)
+	}
 	b.started = true
 	name := b.name
 	if name == "" {
@@ -252,7 +268,7 @@ func (b *Builder) Build(r reconcile.Reconciler) (controller.Controller, error) {
 	if err != nil {
 		return nil, fmt.Errorf("wire %s: %w", name, err)
 	}
-	g := &guarded{r: r, c: b.c, owners: owners, empty: empty, stale: stale}
+	g := &guarded{r: r, c: b.c, owners: owners, empty: empty, stale: stale, finish: b.opts.FinishDeletion}
 	return b.inner.WatchesRawSource(owners.Source()).Build(g)
 }
 
@@ -264,6 +280,7 @@ type guarded struct {
 	owners *expectations.OwnerTracker
 	empty  client.Object
 	stale  time.Duration
+	finish time.Duration
 }
 
 func (g *guarded) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
@@ -282,6 +299,13 @@ func (g *guarded) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 		var err error
 		if ctx, err = g.c.GuardOwner(ctx, owner); err != nil {
 			return g.refused(ctx, req, err)
+		}
+		if g.finish > 0 && !owner.GetDeletionTimestamp().IsZero() {
+			// Values (the logger, LiveReadRequired) stay; the stop's
+			// cancellation does not.
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), g.finish)
+			defer cancel()
 		}
 	}
 	res, err := g.r.Reconcile(ctx, req)

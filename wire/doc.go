@@ -50,9 +50,13 @@
 //     applied but answered with an error makes the owner wait until the
 //     cache has reached a version read live after it (see
 //     expectations.Client).
+//   - Deletions finished on stop (opt-in): with Options.FinishDeletion, a
+//     reconcile of a For object marked for deletion is not cancelled when
+//     the manager stops; it runs on, up to FinishDeletion, so the write
+//     that records work done outside the API server is sent.
 //   - Strict: a nil manager, a missing For, a nil reconciler, a negative
-//     StaleRequeue, or a second Complete is an error matching ErrBuilder,
-//     never a panic.
+//     StaleRequeue or FinishDeletion, or a second Complete is an error
+//     matching ErrBuilder, never a panic.
 //
 // An owner that is gone from the cache is forgotten by the OwnerTracker
 // before the reconciler runs, which then sees the NotFound itself.
@@ -62,8 +66,12 @@
 //   - It does not poll settled objects: nothing is requeued that the
 //     reconciler did not ask for, except refusals.
 //   - It does not prime the For kind's own objects (expectations.Tracker.Prime
-//     does, by hand), nor finish a deletion's reconcile when the manager
-//     stops; examples/workitem/reconciler does both by hand.
+//     does, by hand; examples/workitem/reconciler does). After a failover
+//     the new leader's first write to an object its cache lags is refused
+//     by the server (a conflict) when it carries the resourceVersion it
+//     read; a side effect done before that write is not.
+//   - It does not make a reconcile that runs on after the stop safe against
+//     a new leader: that is what compare-and-swap writes are for.
 //   - It does not change the reconciler's own reads: they are as safe as the
 //     client it reads through, so assign Client() to it.
 package wire

@@ -69,6 +69,7 @@ func TestIntegrationBuilder(t *testing.T) {
 		for name, b := range map[string]*wire.Builder{
 			"no For":           wire.ControllerManagedBy(mgr).Named("nofor").WithOptions(opts),
 			"negative requeue": wire.ControllerManagedBy(mgr).Named("neg").For(&corev1.Secret{}).WithOptions(opts).WithWiring(wire.Options{StaleRequeue: -time.Second}),
+			"negative finish":  wire.ControllerManagedBy(mgr).Named("negf").For(&corev1.Secret{}).WithOptions(opts).WithWiring(wire.Options{FinishDeletion: -time.Second}),
 			"nil reconciler":   wire.ControllerManagedBy(mgr).Named("nilr").For(&corev1.Secret{}).WithOptions(opts),
 		} {
 			var err error
