@@ -11,27 +11,44 @@ import (
 
 	"github.com/go-logr/logr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/racesafe/racesafe/examples/workitem/scenario"
 	"github.com/racesafe/racesafe/internal/testenv"
 )
 
 // TestPortIsSafeUnderLag: the incident's code, unchanged, behind the
-// drop-in port, deletes every item under watch lag and creates each child
-// once, counted on the server, where the same code without the port leaves
-// items stuck and duplicates children (TestOwnedChildrenUnderLag).
+// drop-in port, deletes every item under no lag, 100 ms, 500 ms and
+// 1 s ± 500 ms of watch lag, creates each child once, counted on the
+// server, and never has a read refused: the client serves its own writes
+// where the cache lags them (racesafe_client_reads_total{served="refused"}
+// does not move). The same code without the port leaves items stuck and
+// duplicates children (TestOwnedChildrenUnderLag).
 func TestPortIsSafeUnderLag(t *testing.T) {
 	ctrl.SetLogger(logr.Discard())
 	env := testenv.Start(t, testenv.Options{CRDDirectoryPaths: []string{"../config/crd"}})
 	const items = 24
-	for _, lag := range []time.Duration{100 * time.Millisecond, 300 * time.Millisecond} {
-		t.Run(lag.String(), func(t *testing.T) {
-			rep, err := scenario.Run(t.Context(), env.Config, scenario.NaiveClient, scenario.Options{Items: items, Lag: lag, Timeout: 30 * time.Second})
+	for _, cell := range []struct {
+		name   string
+		lag    time.Duration
+		jitter func() time.Duration
+	}{
+		{"0s", 0, nil},
+		{"100ms", 100 * time.Millisecond, nil},
+		{"500ms", 500 * time.Millisecond, nil},
+		{"1s±500ms", 500 * time.Millisecond, scenario.SeededJitter(5, time.Second)},
+	} {
+		t.Run(cell.name, func(t *testing.T) {
+			refusedBefore := servedReads(t, "refused")
+			ownBefore := servedReads(t, "own_write")
+			rep, err := scenario.Run(t.Context(), env.Config, scenario.NaiveClient, scenario.Options{
+				Items: items, Lag: cell.lag, Jitter: cell.jitter, Timeout: 30 * time.Second})
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Logf("naive+client under %s: deleted %d/%d, p50 %s, p99 %s, requests %v, children %d duplicate %d left, %d duplicate uninstalls",
-				lag, rep.Deleted, rep.Items, rep.P50, rep.P99, rep.Requests, rep.DuplicateChildren, rep.LeftChildren, rep.DuplicateUninstalls)
+			refused, own := servedReads(t, "refused")-refusedBefore, servedReads(t, "own_write")-ownBefore
+			t.Logf("naive+client under %s: deleted %d/%d, p50 %s, p99 %s, requests %v, children %d duplicate %d left, %d duplicate uninstalls, reads served from own writes %v, refused %v",
+				cell.name, rep.Deleted, rep.Items, rep.P50, rep.P99, rep.Requests, rep.DuplicateChildren, rep.LeftChildren, rep.DuplicateUninstalls, own, refused)
 			if rep.Stuck != 0 || rep.Deleted != items {
 				t.Errorf("deleted %d of %d, %d stuck; want every item deleted", rep.Deleted, items, rep.Stuck)
 			}
@@ -41,8 +58,38 @@ func TestPortIsSafeUnderLag(t *testing.T) {
 			if rep.DuplicateUninstalls != 0 {
 				t.Errorf("%d duplicate uninstalls; want none", rep.DuplicateUninstalls)
 			}
+			if refused != 0 {
+				t.Errorf("%v reads refused; want 0: the client serves its own writes", refused)
+			}
+			if cell.lag >= 500*time.Millisecond && own == 0 {
+				t.Errorf("no read was served from an own write under %s lag: the cache never lagged a write, so the cell proves nothing", cell.name)
+			}
 		})
 	}
+}
+
+// servedReads sums racesafe_client_reads_total{served=served} over every
+// controller.
+func servedReads(t *testing.T, served string) float64 {
+	t.Helper()
+	families, err := metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for _, mf := range families {
+		if mf.GetName() != "racesafe_client_reads_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "served" && l.GetValue() == served {
+					sum += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return sum
 }
 
 // TestPortIsAtMostSixLines: the port, as docs/adopting.md shows it, is
