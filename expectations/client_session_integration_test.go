@@ -43,6 +43,7 @@ func TestIntegrationClientSession(t *testing.T) {
 		"SubResourceWriteWithBodyIsNotOlder":     testSubResourceWithBody,
 		"AmbiguousCreateIsReadBack":              testAmbiguousCreate,
 		"FailoverClientServesCache":              testFailoverClientServesCache,
+		"PrimedClientServesPredecessorsWrites":   testPrimedClientServesPredecessorsWrites,
 	} {
 		t.Run(name, func(t *testing.T) {
 			test(t, newSessionEnv(t, env.Config, direct))
@@ -488,5 +489,75 @@ func testFailoverClientServesCache(t *testing.T, s *sessionEnv) {
 	var list corev1.ConfigMapList
 	if err := fresh.List(ctx, &list, client.InNamespace(s.ns)); err != nil || len(list.Items) != 1 {
 		t.Fatalf("List = %v, %d items, want 1", err, len(list.Items))
+	}
+}
+
+// testPrimedClientServesPredecessorsWrites: a new leader's Client, empty,
+// over a cache that missed its predecessor's last writes (the watch held):
+// one updated to Deleting, one deleted, one unchanged. Without Prime it
+// serves the cache's Failed and the deleted object; after Prime, Get and
+// List serve the server's versions, and Prime kept only the two the cache
+// lags, which go once the cache shows them.
+func testPrimedClientServesPredecessorsWrites(t *testing.T, s *sessionEnv) {
+	ctx := t.Context()
+	moved := s.seed(t, "moved", nil)
+	gone := s.seed(t, "gone", nil)
+	s.seed(t, "same", nil)
+	s.gate.hold()
+	moved.Data = map[string]string{"phase": "Deleting"}
+	if err := s.direct.Update(ctx, moved); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.direct.Delete(ctx, gone); err != nil {
+		t.Fatal(err)
+	}
+	leader, err := expectations.NewClient(s.cached, expectations.ClientOptions{Name: s.name + "-leader"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := &corev1.ConfigMap{}
+	if err := leader.Get(ctx, s.key("moved"), got); err != nil || got.Data["phase"] != "Failed" {
+		t.Fatalf("unprimed Get = %v, phase %q; the test needs the cache to lag (Failed)", err, got.Data["phase"])
+	}
+	res, err := leader.Prime(ctx, s.direct, &corev1.ConfigMapList{}, client.InNamespace(s.ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Listed != 2 || res.Behind != 1 || res.Gone != 1 || leader.Pending() != 2 {
+		t.Errorf("Prime = %+v, %d pending; want 2 listed, 1 behind, 1 gone, 2 kept", res, leader.Pending())
+	}
+	if err := leader.Get(ctx, s.key("moved"), got); err != nil || got.Data["phase"] != "Deleting" || got.ResourceVersion != moved.ResourceVersion {
+		t.Errorf("primed Get = %v, phase %q at %s; want Deleting at %s", err, got.Data["phase"], got.ResourceVersion, moved.ResourceVersion)
+	}
+	if err := leader.Get(ctx, s.key("gone"), &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
+		t.Errorf("primed Get of the deleted object = %v, want NotFound", err)
+	}
+	var list corev1.ConfigMapList
+	if err := leader.List(ctx, &list, client.InNamespace(s.ns)); err != nil {
+		t.Fatal(err)
+	}
+	phases := map[string]string{}
+	for _, it := range list.Items {
+		phases[it.Name] = it.Data["phase"]
+	}
+	if len(phases) != 2 || phases["moved"] != "Deleting" || phases["same"] != "Failed" {
+		t.Errorf("primed List = %v, want moved Deleting and same Failed, nothing else", phases)
+	}
+	s.gate.release()
+	// An entry goes once every form of the cache has shown it: read each.
+	waitFor(t, "the primed entries to go as the cache catches up", func(ctx context.Context) (bool, error) {
+		for _, name := range []string{"moved", "gone"} {
+			u := &unstructured.Unstructured{}
+			u.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
+			meta := &metav1.PartialObjectMetadata{}
+			meta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
+			for _, obj := range []client.Object{&corev1.ConfigMap{}, u, meta} {
+				_ = leader.Get(ctx, s.key(name), obj)
+			}
+		}
+		return leader.Pending() == 0, nil
+	})
+	if _, err := leader.Prime(ctx, s.direct, nil); !errors.Is(err, expectations.ErrNilObject) {
+		t.Errorf("Prime of a nil list = %v, want ErrNilObject", err)
 	}
 }

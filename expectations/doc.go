@@ -103,7 +103,10 @@
 // on the server) becomes a record of its owner, so a new leader's owner
 // check waits for the children its predecessor created. With
 // OwnerOptions.AwaitPrime, no owner passes until Prime has returned; wire
-// sets both and primes at election.
+// sets both and primes at election. Client.Prime is the drop-in Client's
+// own: the server's copy of each object its cache lags is kept as if the
+// Client had written it, and served by Get and List until the cache shows
+// it; wire primes its Client with the For kind at election.
 //
 // # Guarantees
 //
@@ -255,6 +258,10 @@
 //   - Observable: racesafe_client_reads_total{controller,served="cache",
 //     "own_write", "live" or "refused"}, racesafe_client_caught_up_total and
 //     racesafe_client_pending, per controller.
+//   - Primed client: after Client.Prime, Get and List serve the live
+//     List's copy of an object the cache holds older, and NotFound for one
+//     the cache holds that the server had deleted, until the cache shows
+//     it; objects the cache already shows are not kept.
 //   - Guarded entry: CheckOwner matches ErrStale while the cache of anything
 //     the client wrote for the owner is older than those writes; an owner
 //     that is gone passes.
