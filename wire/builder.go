@@ -10,6 +10,8 @@ import (
 	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -241,23 +243,35 @@ func (b *Builder) Build(r reconcile.Reconciler) (controller.Controller, error) {
 	if err != nil {
 		return nil, fmt.Errorf("wire %s: %w", name, err)
 	}
-	if len(b.owns) > 0 {
-		// Once this replica leads (at once without leader election), learn
-		// which of the previous leader's owned writes the cache lags, before
-		// any owner is acted on: the guard refuses until Prime returns.
-		apiReader := b.mgr.GetAPIReader()
-		if err := b.mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+	forList, err := listFor(b.forObj, b.mgr.GetScheme())
+	if err != nil {
+		return nil, fmt.Errorf("wire %s: %w", name, err)
+	}
+	primed := make(chan struct{})
+	// Once this replica leads (at once without leader election), learn
+	// what of its predecessor's last writes the cache lags, before any
+	// object is acted on: the For kind's objects (kept by the Client) and,
+	// with Owns, the owned kinds (recorded for their owners). The guard
+	// refuses until it is done.
+	apiReader := b.mgr.GetAPIReader()
+	if err := b.mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		defer close(primed)
+		logger := b.mgr.GetLogger().WithValues("controller", name)
+		if !b.mgr.GetCache().WaitForCacheSync(ctx) {
+			return nil // stopping
+		}
+		b.primeFor(ctx, logger, forList, apiReader)
+		if len(b.owns) > 0 {
 			res, err := owners.Prime(ctx, apiReader)
-			logger := b.mgr.GetLogger().WithValues("controller", name)
 			if err != nil {
 				logger.Error(err, "priming the owned kinds failed; owners are checked against this replica's own writes only")
 				return nil
 			}
 			logger.V(1).Info("owned kinds primed", "listed", res.Listed, "missing", res.Missing, "behind", res.Behind, "gone", res.Gone)
-			return nil
-		})); err != nil {
-			return nil, fmt.Errorf("wire %s: %w", name, err)
 		}
+		return nil
+	})); err != nil {
+		return nil, fmt.Errorf("wire %s: %w", name, err)
 	}
 	b.c.Named(name).WithOwners(owners)
 	stale := b.opts.StaleRequeue
@@ -268,7 +282,7 @@ func (b *Builder) Build(r reconcile.Reconciler) (controller.Controller, error) {
 	if err != nil {
 		return nil, fmt.Errorf("wire %s: %w", name, err)
 	}
-	g := &guarded{r: r, c: b.c, owners: owners, empty: empty, stale: stale, finish: b.opts.FinishDeletion}
+	g := &guarded{r: r, c: b.c, owners: owners, empty: empty, stale: stale, finish: b.opts.FinishDeletion, primed: primed}
 	return b.inner.WatchesRawSource(owners.Source()).Build(g)
 }
 
@@ -281,9 +295,16 @@ type guarded struct {
 	empty  client.Object
 	stale  time.Duration
 	finish time.Duration
+	primed <-chan struct{}
 }
 
 func (g *guarded) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	select {
+	case <-g.primed:
+	default:
+		log.FromContext(ctx).V(1).Info("not primed yet, requeued", "after", g.stale)
+		return reconcile.Result{RequeueAfter: g.stale}, nil
+	}
 	owner := g.empty.DeepCopyObject().(client.Object)
 	switch err := g.c.Get(ctx, req.NamespacedName, owner); {
 	case apierrors.IsNotFound(err):
@@ -324,4 +345,57 @@ func (g *guarded) refused(ctx context.Context, req reconcile.Request, err error)
 	}
 	log.FromContext(ctx).V(1).Info("cache behind this controller's writes, requeued", "after", g.stale, "reason", err.Error())
 	return reconcile.Result{RequeueAfter: g.stale}, nil
+}
+
+// primeAttempts bounds how long the For kind's priming retries a failing
+// live List before the controller goes on without it.
+const primeAttempts = 5
+
+// primeFor primes the Client with the For kind, retrying a failed live
+// List a few times; if it keeps failing (RBAC that forbids a cluster-wide
+// List, an API server down), it says so and the controller goes on with
+// what the cache shows and its own writes.
+func (b *Builder) primeFor(ctx context.Context, logger logr.Logger, list client.ObjectList, live client.Reader) {
+	var err error
+	for attempt := range primeAttempts {
+		var res expectations.PrimeResult
+		if res, err = b.c.Prime(ctx, live, list); err == nil {
+			logger.V(1).Info("For kind primed", "listed", res.Listed, "behind", res.Behind, "gone", res.Gone, "resourceVersion", res.ResourceVersion)
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Duration(attempt+1) * time.Second):
+		}
+	}
+	logger.Error(err, "priming the For kind failed; reads are served from the cache and this replica's own writes only")
+}
+
+// listFor returns an empty list of obj's kind in obj's form.
+func listFor(obj client.Object, scheme *runtime.Scheme) (client.ObjectList, error) {
+	gvk, err := apiutil.GVKForObject(obj, scheme)
+	if err != nil {
+		return nil, fmt.Errorf("the kind of the For object: %w", err)
+	}
+	listGVK := gvk.GroupVersion().WithKind(gvk.Kind + "List")
+	switch obj.(type) {
+	case *unstructured.Unstructured:
+		l := &unstructured.UnstructuredList{}
+		l.SetGroupVersionKind(listGVK)
+		return l, nil
+	case *metav1.PartialObjectMetadata:
+		l := &metav1.PartialObjectMetadataList{}
+		l.SetGroupVersionKind(listGVK)
+		return l, nil
+	}
+	o, err := scheme.New(listGVK)
+	if err != nil {
+		return nil, fmt.Errorf("the list kind of the For object: %w", err)
+	}
+	l, ok := o.(client.ObjectList)
+	if !ok {
+		return nil, fmt.Errorf("%T is not a list", o)
+	}
+	return l, nil
 }

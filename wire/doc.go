@@ -39,13 +39,17 @@
 //   - Every form: the guard waits on the informers of the forms Owns
 //     declares (the metadata-only one with builder.OnlyMetadata), whatever
 //     form the reconciler writes, and reads or starts no other.
-//   - Primed at election: with at least one Owns, no owner passes the guard
-//     until this replica, once it leads, has listed the owned kinds live and
-//     recorded which of its predecessor's children its cache lags
-//     (OwnerTracker.Prime); a warm standby whose cache missed its
-//     predecessor's last Create does not make a second child. If that List
-//     fails (RBAC that forbids a cluster-wide List), the error is logged and
-//     owners pass on this replica's own writes only.
+//   - Primed at election: no object passes the guard until this replica,
+//     once it leads, has listed the For kind live and kept, in its Client,
+//     the server's copy of each object its cache lags and the deletion of
+//     each it still shows (expectations.Client.Prime): a warm standby
+//     whose cache missed its predecessor's last write reads that write, not
+//     the phase the object left. With at least one Owns, it also lists the
+//     owned kinds and records which of its predecessor's children its cache
+//     lags (OwnerTracker.Prime), so it does not make a second child. If a
+//     List keeps failing (RBAC that forbids a cluster-wide List, five
+//     attempts), the error is logged and the controller goes on with its
+//     cache and its own writes.
 //   - Ambiguous creates: a child Create with generateName that the server
 //     applied but answered with an error makes the owner wait until the
 //     cache has reached a version read live after it (see
@@ -65,11 +69,11 @@
 //
 //   - It does not poll settled objects: nothing is requeued that the
 //     reconciler did not ask for, except refusals.
-//   - It does not prime the For kind's own objects (expectations.Tracker.Prime
-//     does, by hand; examples/workitem/reconciler does). After a failover
-//     the new leader's first write to an object its cache lags is refused
-//     by the server (a conflict) when it carries the resourceVersion it
-//     read; a side effect done before that write is not.
+//   - It does not cover a write that lands after the election's live List
+//     (a predecessor that crashed mid-request): the server refuses the new
+//     leader's next write to that object when it carries the
+//     resourceVersion it read (a conflict); a side effect done before that
+//     write is not refused.
 //   - It does not make a reconcile that runs on after the stop safe against
 //     a new leader: that is what compare-and-swap writes are for.
 //   - It does not change the reconciler's own reads: they are as safe as the

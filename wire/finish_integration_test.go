@@ -105,7 +105,7 @@ func runUntilStoppedMidDeletion(t *testing.T, env *testenv.Env, direct client.Cl
 		}
 		return reconcile.Result{}, err
 	})
-	if err := b.Named("finish-"+ns).For(&corev1.ConfigMap{}).WithWiring(wire.Options{FinishDeletion: finish}).Complete(r); err != nil {
+	if err := b.Named("finish-" + ns).For(&corev1.ConfigMap{}).WithWiring(wire.Options{FinishDeletion: finish}).Complete(r); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(t.Context())

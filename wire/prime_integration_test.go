@@ -14,8 +14,11 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/racesafe/racesafe/internal/testenv"
+	"github.com/racesafe/racesafe/racetest"
+	"github.com/racesafe/racesafe/wire"
 )
 
 // TestIntegrationNewLeaderKnowsItsPredecessorsChildren: a warm standby's
@@ -136,4 +139,138 @@ func runNewLeader(t *testing.T, env *testenv.Env, direct client.Client, ns strin
 		t.Fatal(err)
 	}
 	return len(onServer.Items)
+}
+
+// TestIntegrationNewLeaderReadsItsPredecessorsLastWrite: a warm standby's
+// cache synced the object in phase Failed; the last leader then moved it
+// to Deleting and stopped. The standby's cache sees ConfigMaps 4 s late and
+// it takes the lease at once. The controller-runtime controller's first
+// reconciles read Failed, the phase the object has left (the incident's
+// stale read, after a failover); the wired one primes its client with the
+// For kind at election and reads Deleting from its first reconcile on.
+func TestIntegrationNewLeaderReadsItsPredecessorsLastWrite(t *testing.T) {
+	env := testenv.Start(t, testenv.Options{})
+	direct, err := client.New(env.Config, client.Options{Scheme: clientgoscheme.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, wired := range []bool{false, true} {
+		name := map[bool]string{false: "controller-runtime", true: "wire"}[wired]
+		t.Run(name, func(t *testing.T) {
+			ns := "prime-for-" + name
+			if err := direct.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+				t.Fatal(err)
+			}
+			stale, fresh := runNewLeaderOfMovedObject(t, env, direct, ns, wired)
+			t.Logf("%s: reconciles that read Failed %d, Deleting %d", name, stale, fresh)
+			if wired && stale != 0 {
+				t.Errorf("wired new leader read the phase its predecessor left %d times, want never", stale)
+			}
+			if !wired && stale == 0 {
+				t.Errorf("controller-runtime new leader never read the old phase; with its cache 4 s behind it must, or this test proves nothing")
+			}
+		})
+	}
+}
+
+func runNewLeaderOfMovedObject(t *testing.T, env *testenv.Env, direct client.Client, ns string, wired bool) (stale, fresh int64) {
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "phase"}, Spec: coordinationv1.LeaseSpec{
+		HolderIdentity: ptr.To("predecessor"), LeaseDurationSeconds: ptr.To(int32(1)),
+		AcquireTime: &metav1.MicroTime{Time: time.Now()}, RenewTime: &metav1.MicroTime{Time: time.Now()},
+	}}
+	if err := direct.Create(ctx, lease); err != nil {
+		t.Fatal(err)
+	}
+	var predecessorDone atomic.Bool
+	renewed := make(chan struct{})
+	go func() {
+		defer close(renewed)
+		for !predecessorDone.Load() && ctx.Err() == nil {
+			var l coordinationv1.Lease
+			if err := direct.Get(ctx, client.ObjectKeyFromObject(lease), &l); err == nil {
+				l.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
+				_ = direct.Update(ctx, &l)
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}()
+	defer func() { predecessorDone.Store(true); <-renewed }()
+
+	obj := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "item"}, Data: map[string]string{"phase": "Failed"}}
+	if err := direct.Create(ctx, obj); err != nil {
+		t.Fatal(err)
+	}
+	opts := childManagerOptions(ns, 0)
+	opts.NewCache = racetest.LaggedCache(racetest.LagOptions{
+		Delay: 4 * time.Second,
+		Match: func(r racetest.Request) bool { return r.Resource == "configmaps" },
+	})
+	opts.Controller.EnableWarmup = ptr.To(true)
+	opts.LeaderElection = true
+	opts.LeaderElectionID = "phase"
+	opts.LeaderElectionNamespace = ns
+	opts.LeaseDuration = ptr.To(time.Second)
+	opts.RenewDeadline = ptr.To(800 * time.Millisecond)
+	opts.RetryPeriod = ptr.To(100 * time.Millisecond)
+	mgr, err := ctrl.NewManager(env.Config, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nStale, nFresh atomic.Int64
+	var c client.Client = mgr.GetClient()
+	r := reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+		var cm corev1.ConfigMap
+		if err := c.Get(ctx, req.NamespacedName, &cm); err != nil {
+			return reconcile.Result{}, client.IgnoreNotFound(err)
+		}
+		switch cm.Data["phase"] {
+		case "Failed":
+			nStale.Add(1)
+		case "Deleting":
+			nFresh.Add(1)
+		}
+		return reconcile.Result{RequeueAfter: 50 * time.Millisecond}, nil
+	})
+	if wired {
+		b := wire.ControllerManagedBy(mgr)
+		c = b.Client()
+		err = b.Named("phase-" + ns).For(&corev1.ConfigMap{}).Complete(r)
+	} else {
+		err = ctrl.NewControllerManagedBy(mgr).Named("phase-" + ns).For(&corev1.ConfigMap{}).Complete(r)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	}()
+	// The standby's cache is warm and shows Failed; the predecessor moves
+	// the object on, and stops.
+	if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		var cm corev1.ConfigMap
+		return mgr.GetCache().Get(ctx, client.ObjectKeyFromObject(obj), &cm) == nil, nil
+	}); err != nil {
+		t.Fatalf("waiting for the standby's cache: %v", err)
+	}
+	obj.Data["phase"] = "Deleting"
+	if err := direct.Update(ctx, obj); err != nil {
+		t.Fatal(err)
+	}
+	predecessorDone.Store(true)
+	if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
+		return nFresh.Load() >= 5, nil
+	}); err != nil {
+		t.Fatalf("waiting for reconciles that read Deleting: %v", err)
+	}
+	return nStale.Load(), nFresh.Load()
 }
