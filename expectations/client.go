@@ -134,6 +134,11 @@ type Client struct {
 	clock     clock.PassiveClock
 	s         *session
 	m         atomic.Pointer[clientMetrics]
+	// unresolved are the ambiguous writes whose read back failed (the API
+	// server unreachable): a refused read retries them, at most once per
+	// readBackInterval (nextReadBack, unix nanoseconds).
+	unresolved   unresolvedWrites
+	nextReadBack atomic.Int64
 }
 
 // NewClient wraps c, normally the manager's GetClient(): it reads from the
@@ -289,6 +294,12 @@ func (c *Client) Get(ctx context.Context, key client.ObjectKey, obj client.Objec
 			return nil
 		}
 	}
+	if e.state == ownUnknown && !c.unresolved.empty() && !retried(ctx) {
+		c.retryReadBacks(ctx)
+		if cur := c.s.get(sk); cur != e {
+			return c.Get(withRetried(ctx), key, obj, opts...)
+		}
+	}
 	c.metrics().refused.Inc()
 	stale := &StaleError{Kind: k.gk, Key: key, Want: e.rv, Deletion: e.state != ownWritten}
 	if cached != nil {
@@ -360,7 +371,10 @@ func (c *Client) List(ctx context.Context, list client.ObjectList, opts ...clien
 		return &ListStaleError{Kind: gk, Namespace: lo.Namespace, Reason: reason}
 	}
 	if c.s.barred(gk, lo.Namespace, now, c.cacheReached()) {
-		return refuse("a write of this kind ended ambiguously and could not be read back")
+		c.retryReadBacks(ctx)
+		if c.s.barred(gk, lo.Namespace, now, c.cacheReached()) {
+			return refuse("a write of this kind ended ambiguously and could not be read back")
+		}
 	}
 	own := c.s.ofKind(gk, lo.Namespace)
 	for k, e := range own {
@@ -870,6 +884,11 @@ func (c *Client) recordApplied(ctx context.Context, verb string, obj runtime.App
 // isAmbiguous reports whether err leaves open whether the server applied
 // the write: it may have been applied and its answer lost.
 func isAmbiguous(err error) bool {
+	// A connection that was never made sent nothing.
+	var oe *net.OpError
+	if errors.Is(err, syscall.ECONNREFUSED) || (errors.As(err, &oe) && oe.Op == "dial") {
+		return false
+	}
 	if apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err) || apierrors.IsInternalError(err) ||
 		apierrors.IsUnexpectedServerError(err) || apierrors.IsServiceUnavailable(err) {
 		return true
@@ -890,9 +909,12 @@ func isAmbiguous(err error) bool {
 }
 
 // ambiguous handles a failed write: when the failure leaves open whether
-// the server applied it, one live read through the APIReader tells; where
-// that is impossible, Lists of the kind in the namespace are refused until
-// the TTL, and a Get of the object is refused.
+// the server applied it, one live read through the APIReader tells. Where
+// that read fails too (the API server unreachable), the object's Get and
+// its kind's Lists in its namespace are refused, and a refused read tries
+// the read back again (at most once per readBackInterval) until it tells,
+// or the TTL. Without an APIReader, or for an object without a name that is
+// not a child of the Owners' kind, they are refused until the TTL.
 func (c *Client) ambiguous(ctx context.Context, verb string, obj client.Object, err error) {
 	if !isAmbiguous(err) || objcopy.IsNil(obj) {
 		return
@@ -904,44 +926,104 @@ func (c *Client) ambiguous(ctx context.Context, verb string, obj client.Object, 
 	}
 	key := client.ObjectKeyFromObject(obj)
 	now := c.clock.Now()
-	if key.Name != "" && c.apiReader != nil {
+	if key.Name != "" {
+		c.put(sessionKey{gk: k.gk, ObjectKey: key}, &ownEntry{state: ownUnknown, uid: obj.GetUID(), rv: resourceVersionOf(obj), at: now}, now)
+	}
+	c.s.barrier(k.gk, key.Namespace, now, "")
+	told, retry := c.readBack(ctx, verb, obj, k.gk)
+	if !told && retry {
+		if keep, cerr := objcopy.DeepCopy(obj); cerr == nil {
+			c.unresolved.add(unresolvedWrite{verb: verb, obj: keep, gk: k.gk, at: now})
+		}
+	}
+	c.metrics().pending.Set(float64(c.s.n.Load()))
+	log.FromContext(ctx).V(1).Info("write ended ambiguously", "controller", c.metrics().name, "verb", verb,
+		"kind", k.gk, "object", key, "readBack", map[bool]string{true: "told", false: "failed"}[told], "error", err.Error())
+}
+
+// readBack reads an ambiguous write's object live and keeps what it tells:
+// the object as the server has it, its deletion, or, for a Create with
+// generateName of a child of the Owners' kind, the version the cache must
+// reach (liveVersion). It lifts the kind's barrier in the namespace when
+// it told and no other write there is unresolved. retry says whether a
+// later read back may tell what this one could not.
+func (c *Client) readBack(ctx context.Context, verb string, obj client.Object, gk schema.GroupKind) (told, retry bool) {
+	key := client.ObjectKeyFromObject(obj)
+	sk := sessionKey{gk: gk, ObjectKey: key}
+	now := c.clock.Now()
+	switch {
+	case c.apiReader == nil:
+		return false, false
+	case key.Name != "":
 		// The caller's context may be what ended: the read back gets a
 		// short deadline of its own.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
-		live, lerr := objcopy.EmptyLike(obj)
-		if lerr == nil {
-			switch gerr := c.apiReader.Get(rctx, key, live); {
-			case gerr == nil:
-				if verb == "delete" && live.GetUID() != obj.GetUID() && obj.GetUID() != "" {
-					// Our incarnation is gone; another took its name.
-					_ = c.recordDeletion(ctx, obj, ownGone)
-				}
+		live, err := objcopy.EmptyLike(obj)
+		if err != nil {
+			return false, false
+		}
+		switch gerr := c.apiReader.Get(rctx, key, live); {
+		case gerr == nil:
+			if verb == "delete" && live.GetUID() != obj.GetUID() && obj.GetUID() != "" {
+				// Our incarnation is gone; another took its name.
+				_ = c.recordDeletion(ctx, obj, ownGone)
+			} else {
 				_ = c.recordWrite(ctx, verb, live, "")
-				return
-			case apierrors.IsNotFound(gerr):
-				if verb == "delete" {
-					_ = c.recordDeletion(ctx, obj, ownGone)
-				}
-				// A Create, Update or Patch of an object that is not there
-				// was not applied, or was deleted since: nothing to keep.
-				return
 			}
+		case apierrors.IsNotFound(gerr):
+			if verb == "delete" {
+				_ = c.recordDeletion(ctx, obj, ownGone)
+			} else if e := c.s.get(sk); e != nil && e.state == ownUnknown {
+				// A Create, Update or Patch of an object that is not
+				// there was not applied, or was deleted since: nothing
+				// to keep.
+				c.s.drop(sk, e)
+			}
+		default:
+			return false, true
+		}
+	default:
+		rv, absent, retry := c.liveVersion(ctx, verb, obj)
+		switch {
+		case absent:
+		case rv != "":
+			c.unresolved.forget(obj)
+			if !c.unresolved.in(gk, key.Namespace) {
+				// The Lists wait for that version now, not for the TTL;
+				// with another write there unresolved they keep waiting
+				// for it (the owner's guard waits for rv either way).
+				c.s.barrier(gk, key.Namespace, now, rv)
+			}
+			c.metrics().pending.Set(float64(c.s.n.Load()))
+			return true, false
+		default:
+			return false, retry
 		}
 	}
-	if key.Name != "" {
-		c.put(sessionKey{gk: k.gk, ObjectKey: key}, &ownEntry{state: ownUnknown, uid: obj.GetUID(), rv: resourceVersionOf(obj), at: now}, now)
+	c.unresolved.forget(obj)
+	if !c.unresolved.in(gk, key.Namespace) {
+		c.s.unbar(gk, key.Namespace)
 	}
-	rv, absent := c.liveVersion(ctx, verb, obj)
-	if absent {
-		// Read back live: nothing of this owner's by that generateName is
-		// on the server, so the Create was not applied; nothing to keep.
+	c.metrics().pending.Set(float64(c.s.n.Load()))
+	return true, false
+}
+
+// retryReadBacks tries the read back of every unresolved ambiguous write
+// again, at most once per readBackInterval, before a read that one of them
+// would refuse.
+func (c *Client) retryReadBacks(ctx context.Context) {
+	if c.unresolved.empty() {
 		return
 	}
-	c.s.barrier(k.gk, key.Namespace, now, rv)
-	c.metrics().pending.Set(float64(c.s.n.Load()))
-	log.FromContext(ctx).V(1).Info("write ended ambiguously; Lists of its kind are refused until the cache reaches it, or the TTL",
-		"controller", c.metrics().name, "verb", verb, "kind", k.gk, "object", key, "error", err.Error())
+	now := c.clock.Now()
+	next := c.nextReadBack.Load()
+	if now.UnixNano() < next || !c.nextReadBack.CompareAndSwap(next, now.Add(readBackInterval).UnixNano()) {
+		return
+	}
+	for _, w := range c.unresolved.expire(now, c.s.ttl) {
+		c.readBack(ctx, w.verb, w.obj, w.gk)
+	}
 }
 
 // tellOwnerScope tells the Owners whether their kind is cluster-scoped, from
@@ -971,18 +1053,19 @@ func (c *Client) tellOwnerScope() {
 // a cache of one kind reaches it only with that kind's next event, which a
 // quiet namespace may not have for minutes (the soak under create faults
 // waited out its 3-minute wave deadline). A sibling's version is one the
-// kind's own events deliver. It returns "" and false when it cannot tell.
-func (c *Client) liveVersion(ctx context.Context, verb string, obj client.Object) (rv string, absent bool) {
+// kind's own events deliver. It returns "" and false when it cannot tell;
+// retry then says whether a later call may (the List failed).
+func (c *Client) liveVersion(ctx context.Context, verb string, obj client.Object) (rv string, absent, retry bool) {
 	if verb != "create" || obj.GetName() != "" || c.apiReader == nil || c.owners == nil {
-		return "", false
+		return "", false, false
 	}
 	_, ownerUID, err := c.owners.controllerRef(obj, client.ObjectKey{Namespace: obj.GetNamespace()})
 	if err != nil {
-		return "", false
+		return "", false, false
 	}
 	gvk, err := apiutil.GVKForObject(obj, c.scheme)
 	if err != nil {
-		return "", false
+		return "", false, false
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
@@ -991,7 +1074,7 @@ func (c *Client) liveVersion(ctx context.Context, verb string, obj client.Object
 	opts := []client.ListOption{client.InNamespace(obj.GetNamespace()), client.Limit(500)}
 	for {
 		if err := c.apiReader.List(rctx, list, opts...); err != nil {
-			return "", false
+			return "", false, true
 		}
 		for i := range list.Items {
 			it := &list.Items[i]
@@ -1000,7 +1083,7 @@ func (c *Client) liveVersion(ctx context.Context, verb string, obj client.Object
 				continue
 			}
 			if !wellFormed(it.GetResourceVersion()) {
-				return "", false
+				return "", false, false
 			}
 			if cmp, _ := resourceversion.CompareResourceVersion(it.GetResourceVersion(), rv); rv == "" || cmp > 0 {
 				rv = it.GetResourceVersion()
@@ -1012,13 +1095,13 @@ func (c *Client) liveVersion(ctx context.Context, verb string, obj client.Object
 		opts = []client.ListOption{client.InNamespace(obj.GetNamespace()), client.Limit(500), client.Continue(list.GetContinue())}
 	}
 	if rv == "" {
-		return "", true
+		return "", true, false
 	}
 	c.tellOwnerScope()
 	if err := c.owners.wroteUnnamed(ctx, obj, rv); err != nil {
-		return "", false
+		return "", false, false
 	}
-	return rv, false
+	return rv, false, false
 }
 
 // cacheReached returns what tells the session whether the cache of a kind

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"sync/atomic"
+	"syscall"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -42,6 +45,7 @@ func TestIntegrationClientSession(t *testing.T) {
 		"FinalizerRemovalThatDeletesIsNotServed": testFinalizerRemovalThatDeletes,
 		"SubResourceWriteWithBodyIsNotOlder":     testSubResourceWithBody,
 		"AmbiguousCreateIsReadBack":              testAmbiguousCreate,
+		"FailedReadBackIsRetried":                testFailedReadBackIsRetried,
 		"FailoverClientServesCache":              testFailoverClientServesCache,
 		"PrimedClientServesPredecessorsWrites":   testPrimedClientServesPredecessorsWrites,
 	} {
@@ -560,4 +564,74 @@ func testPrimedClientServesPredecessorsWrites(t *testing.T, s *sessionEnv) {
 	if _, err := leader.Prime(ctx, s.direct, nil); !errors.Is(err, expectations.ErrNilObject) {
 		t.Errorf("Prime of a nil list = %v, want ErrNilObject", err)
 	}
+}
+
+// testFailedReadBackIsRetried: an Update applied by the server and answered
+// with a timeout, while the API server is unreachable for reads too (the
+// read back fails with a connection error): the object's Get and its
+// kind's List are refused. Once the server answers again, a refused read
+// retries the read back and they are served, with the server's version,
+// long before the TTL (the kube-apiserver restart left a wired controller
+// refusing every item for the TTL).
+func testFailedReadBackIsRetried(t *testing.T, s *sessionEnv) {
+	ctx := t.Context()
+	cm := s.seed(t, "unreachable", nil)
+	var down atomic.Bool
+	unreachable := &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}
+	flaky := interceptor.NewClient(s.directWatch(t), interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if down.Load() {
+				return unreachable
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+	})
+	withWatch, err := client.NewWithWatch(s.cfg, client.Options{Cache: &client.CacheOptions{Reader: s.cache, Unstructured: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lossy := interceptor.NewClient(withWatch, interceptor.Funcs{Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+		if err := c.Update(ctx, obj, opts...); err != nil {
+			return err
+		}
+		return apierrors.NewTimeoutError("the answer was lost", 1)
+	}})
+	c, err := expectations.NewClient(lossy, expectations.ClientOptions{Name: s.name + "-readback", APIReader: flaky})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.gate.hold()
+	down.Store(true)
+	cm.Data = map[string]string{"phase": "Deleting"}
+	if err := c.Update(ctx, cm.DeepCopy()); !apierrors.IsTimeout(err) {
+		t.Fatalf("Update = %v, want the timeout", err)
+	}
+	if err := c.Get(ctx, s.key("unreachable"), &corev1.ConfigMap{}); !errors.Is(err, expectations.ErrStale) {
+		t.Fatalf("Get while the read back fails = %v, want ErrStale (the cache still shows Failed)", err)
+	}
+	if err := c.List(ctx, &corev1.ConfigMapList{}, client.InNamespace(s.ns)); !errors.Is(err, expectations.ErrStale) {
+		t.Fatalf("List while the read back fails = %v, want ErrStale", err)
+	}
+	down.Store(false)
+	got := &corev1.ConfigMap{}
+	waitFor(t, "a refused Get to read back and serve the update", func(ctx context.Context) (bool, error) {
+		err := c.Get(ctx, s.key("unreachable"), got)
+		return err == nil, ignoreStale(err)
+	})
+	if got.Data["phase"] != "Deleting" {
+		t.Errorf("Get after the read back = phase %q, want the applied update's Deleting", got.Data["phase"])
+	}
+	if err := c.List(ctx, &corev1.ConfigMapList{}, client.InNamespace(s.ns)); err != nil {
+		t.Errorf("List after the read back = %v, want it served", err)
+	}
+	s.gate.release()
+}
+
+func (s *sessionEnv) directWatch(t *testing.T) client.WithWatch {
+	t.Helper()
+	c, err := client.NewWithWatch(s.cfg, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

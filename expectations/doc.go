@@ -232,10 +232,15 @@
 //     parent at the body's resourceVersion: a cached parent older than it is
 //     refused until the cache shows it.
 //   - Ambiguous writes: a Create, Update, Patch or Delete that failed with a
-//     timeout, a 5xx or a broken connection is read back once through
-//     ClientOptions.APIReader and kept as the server has it. Without an
-//     APIReader, or for an object without a name, Lists of its kind in its
-//     namespace are refused until the TTL (AmbiguousWrites reports it). A
+//     timeout, a 5xx or a broken connection is read back through
+//     ClientOptions.APIReader and kept as the server has it; a connection
+//     that was never made (refused, a failed dial) sent nothing and is not
+//     ambiguous. Where the read back fails too (the API server
+//     unreachable), the object's Get and its kind's Lists in its namespace
+//     are refused, and a refused read tries the read back again, at most
+//     once a second, until it tells. Without an APIReader, or for an object
+//     without a name, Lists of its kind in its namespace are refused until
+//     the TTL (AmbiguousWrites reports it). A
 //     Create without a name (generateName) of a child of the Owners' kind
 //     is answered instead by one live List of its kind in the namespace
 //     (metadata only). When no object of that owner incarnation by that

@@ -175,6 +175,18 @@ func (s *session) barrier(gk schema.GroupKind, ns string, now time.Time, rv stri
 	s.mu.Unlock()
 }
 
+// unbar drops the barrier of gk in ns that waits for no version: the
+// writes it stood for have been read back.
+func (s *session) unbar(gk schema.GroupKind, ns string) {
+	k := sessionKey{gk: gk, ObjectKey: client.ObjectKey{Namespace: ns}}
+	s.mu.Lock()
+	if b, found := s.barriers[k]; found && b.rv == "" {
+		delete(s.barriers, k)
+		s.n.Add(-1)
+	}
+	s.mu.Unlock()
+}
+
 // barred reports whether an ambiguous write of gk in ns (any namespace when
 // ns is empty) is younger than the TTL and not known to be in the cache:
 // reached, when set, says whether the cache of a kind in a namespace has
