@@ -2,16 +2,18 @@
 // racesafe's primitives. Put it beside examples/workitem/naive to see what
 // each primitive replaces:
 //
-//   - the entry read goes through an expectations.Reader, so a cache snapshot
-//     older than this controller's last write is refused (and requeued), never
-//     acted on;
-//   - the owner check (expectations.OwnerTracker) refuses, at the same entry,
-//     a cache that has not yet seen a child this controller created or
-//     deleted for the item, so the List of children the install decides from
-//     never misses one and no child is created twice;
-//   - every status and finalizer write goes through a statusupdate.Patcher,
-//     which returns what the server wrote and never reads the cache into the
-//     caller's object;
+//   - it is wired by wire.ControllerManagedBy, the drop-in port's one call:
+//     the entry read goes through its expectations.Client, which serves
+//     this controller's own writes where the cache lags them, never an
+//     older copy; its owner guard refuses, at the same entry, a cache that
+//     has not yet seen a child this controller created or deleted for the
+//     item, so the List of children the install decides from never misses
+//     one and no child is created twice; a refusal is a short requeue, and
+//     the guard's source wakes the item when the children's cache catches
+//     up;
+//   - every status and finalizer write goes through a statusupdate.Patcher
+//     over that client, which returns what the server wrote and never reads
+//     the cache into the caller's object;
 //   - the phase is dispatched by a phase.Machine, pinned at entry and moved only
 //     by a compare-and-swap write the server acknowledged, so the
 //     Failed -> Deleting chain runs in one reconcile whatever a helper reads;
@@ -21,37 +23,31 @@
 //     sees: two WorkItem writes per deleted item;
 //   - no handler can end in silence: unknown phases and unsettled items come
 //     back after the configured interval (requeue), and a write refused
-//     because the phase moved is a short requeue (requeue.OnStale);
-//   - a new leader primes its tracker with one live List before it acts on
-//     any item, so its cache's copies older than the last leader's writes
-//     are refused too; a stopping leader finishes the release of an
-//     uninstall it saw done, so no uninstall is asked for twice;
-//   - the expectations predicate is OR'ed into GenerationChangedPredicate, so
-//     an item requeued on a stale read is woken the moment its write reaches
-//     the cache; the owner check's source wakes an item whose children's
-//     cache caught up.
+//     because the phase moved is a short requeue;
+//   - a new leader primes the client with one live List before it acts on
+//     any item (wire does it at election), so it reads its predecessor's
+//     last writes, not what its cache still shows; a stopping leader
+//     finishes the release of an uninstall it saw done
+//     (wire.Options.FinishDeletion), so no uninstall is asked for twice.
 package reconciler
 
 import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	v1 "github.com/racesafe/racesafe/examples/workitem/api/v1alpha1"
@@ -61,6 +57,7 @@ import (
 	"github.com/racesafe/racesafe/phase"
 	"github.com/racesafe/racesafe/requeue"
 	"github.com/racesafe/racesafe/statusupdate"
+	"github.com/racesafe/racesafe/wire"
 )
 
 // Options configure a Reconciler.
@@ -70,10 +67,9 @@ type Options struct {
 	// Interval is how soon an unsettled item is looked at again, read at
 	// call time (the incident's ConfigManager.Get().SyncStatusCheckInterval).
 	Interval requeue.Interval
-	// StaleRequeue is how soon a read the cache served stale, or a write
-	// refused because the phase moved, is retried; the expectations
-	// predicate and the owner check's source usually wake the item sooner.
-	// Default 200ms.
+	// StaleRequeue is how soon a reconcile refused because the children's
+	// cache lags, or a write refused because the phase moved, is retried;
+	// the guard's source usually wakes the item sooner. Default 200ms.
 	StaleRequeue time.Duration
 	// FinishTimeout bounds how long a reconcile of an item being deleted
 	// may go on once the manager stops, so that an uninstall it saw done is
@@ -85,22 +81,16 @@ type Options struct {
 
 // Reconciler reconciles WorkItems.
 type Reconciler struct {
-	client    client.Client
-	scheme    *runtime.Scheme
-	reader    *expectations.Reader
-	tracker   *expectations.Tracker
-	owners    *expectations.OwnerTracker
-	children  *expectations.Client
-	patcher   *statusupdate.Patcher[*v1.WorkItem]
-	machine   *phase.Machine[*v1.WorkItem, v1.Phase]
-	installer *sim.Installer
-	stale     time.Duration
-	finish    time.Duration
-	cache     cache.Cache
-	apiReader client.Reader
-	// primed is closed once the tracker knows what the cache lags behind
-	// the API server (see prime); no item is acted on before.
-	primed chan struct{}
+	opts    Options
+	scheme  *runtime.Scheme
+	live    client.Reader
+	cache   client.Reader
+	client  *expectations.Client
+	patcher *statusupdate.Patcher[*v1.WorkItem]
+	machine *phase.Machine[*v1.WorkItem, v1.Phase]
+	// acting is set by the first reconcile: wire runs none before this
+	// replica leads and has primed its client.
+	acting atomic.Bool
 
 	// uninstalled remembers, per item, the incarnation whose uninstall
 	// this process saw finish, so that a release that failed (a server
@@ -109,7 +99,7 @@ type Reconciler struct {
 	uninstalled sync.Map // types.NamespacedName -> types.UID
 }
 
-// New builds a Reconciler on the manager's cache, client and API reader.
+// New builds a Reconciler for mgr; SetupWithManager wires it.
 func New(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	if opts.StaleRequeue <= 0 {
 		opts.StaleRequeue = 200 * time.Millisecond
@@ -117,44 +107,23 @@ func New(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	if opts.FinishTimeout <= 0 {
 		opts.FinishTimeout = 10 * time.Second
 	}
-	tracker := expectations.New(expectations.Options{Name: "workitem", Scheme: mgr.GetScheme()})
-	owners, err := expectations.NewOwnerTracker(expectations.OwnerOptions{
-		Name:   "workitem",
-		For:    &v1.WorkItem{},
-		Cache:  mgr.GetCache(),
-		Scheme: mgr.GetScheme(),
-	})
-	if err != nil {
-		return nil, fmt.Errorf("workitem owner tracker: %w", err)
+	if opts.Installer == nil {
+		return nil, fmt.Errorf("workitem reconciler: no Installer")
 	}
-	// The children are written through the drop-in client: a child Create
-	// the server applied but answered with an error (a timeout, a 500) is
-	// then followed by one live read of the kind's version, and the owner
-	// check waits for the cache to reach it, so the retry cannot create a
-	// second child. racetest.Explore's ambiguous-write plan found this.
-	children, err := expectations.NewClient(mgr.GetClient(), expectations.ClientOptions{
-		Name: "workitem", Owners: owners, APIReader: mgr.GetAPIReader(),
-	})
-	if err != nil {
-		return nil, fmt.Errorf("workitem children client: %w", err)
-	}
-	r := &Reconciler{
-		owners:    owners,
-		children:  children,
-		client:    mgr.GetClient(),
-		scheme:    mgr.GetScheme(),
-		reader:    expectations.NewReader(mgr.GetClient(), tracker),
-		tracker:   tracker,
-		patcher:   statusupdate.New[*v1.WorkItem](mgr.GetClient(), mgr.GetAPIReader(), statusupdate.Options{Name: "workitem", Expectations: tracker}),
-		installer: opts.Installer,
-		stale:     opts.StaleRequeue,
-		finish:    opts.FinishTimeout,
-		cache:     mgr.GetCache(),
-		apiReader: mgr.GetAPIReader(),
-		primed:    make(chan struct{}),
-	}
+	return &Reconciler{opts: opts, scheme: mgr.GetScheme(), live: mgr.GetAPIReader(), cache: mgr.GetCache()}, nil
+}
+
+// SetupWithManager registers the controller with wire: status-only changes
+// are filtered out as in the incident (the client serves this controller's
+// own writes, so no reconcile waits for their events); it owns the items'
+// children; the guard's source wakes an item whose children's cache
+// reached what it waits for.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, name string, opts controller.Options) error {
+	b := wire.ControllerManagedBy(mgr)
+	r.client = b.Client()
+	r.patcher = statusupdate.New[*v1.WorkItem](r.client, mgr.GetAPIReader(), statusupdate.Options{Name: name})
 	m, err := phase.New(phase.Options[*v1.WorkItem, v1.Phase]{
-		Name:   "workitem",
+		Name:   name,
 		Get:    getPhase,
 		Set:    func(it *v1.WorkItem, p v1.Phase) { it.Status.Phase = p },
 		Writer: r.patcher,
@@ -173,34 +142,17 @@ func New(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 			v1.PhaseFailed:     {v1.PhaseDeleting},
 		},
 		Terminal: []v1.Phase{v1.PhaseReady, v1.PhaseFailed, v1.PhaseDeleted},
-		Interval: opts.Interval,
+		Interval: r.opts.Interval,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("workitem phase machine: %w", err)
+		return fmt.Errorf("workitem phase machine: %w", err)
 	}
 	r.machine = m
-	return r, nil
-}
-
-// SetupWithManager registers the controller. Status-only changes are
-// filtered out as in the incident, except those that satisfy a pending
-// expectation: the wake-up an item requeued on a stale read is waiting for.
-// It owns the items' children, and the owner check's source enqueues an
-// item whose children's cache reached what its check waits for.
-func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, name string, opts controller.Options) error {
-	// A leader-election runnable: it runs when this replica is elected.
-	if err := mgr.Add(manager.RunnableFunc(r.prime)); err != nil {
-		return err
-	}
-	return ctrl.NewControllerManagedBy(mgr).
-		Named(name).
-		For(&v1.WorkItem{}, builder.WithPredicates(predicate.Or[client.Object](
-			predicate.GenerationChangedPredicate{},
-			expectations.Predicate[client.Object](r.tracker),
-		))).
+	return b.Named(name).
+		For(&v1.WorkItem{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Owns(&corev1.ConfigMap{}).
-		WatchesRawSource(r.owners.Source()).
 		WithOptions(opts).
+		WithWiring(wire.Options{StaleRequeue: r.opts.StaleRequeue, FinishDeletion: r.opts.FinishTimeout}).
 		Complete(r)
 }
 
@@ -221,30 +173,22 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, name string, opts contro
 // +kubebuilder:rbac:groups=demo.racesafe.io,resources=workitems/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;delete
 
-// Reconcile reads the item (refusing a stale cache entry), checks that the
-// cache has seen every child this controller created or deleted for it, and
-// runs the machine. A stale read, a stale children's cache, and a write the
-// machine refused because the item's phase moved (a *phase.PhaseMovedError)
-// end in a short requeue that does not feed the rate limiter's backoff.
+// Reconcile reads the item through the wired client (the newer of the
+// cache's copy and this controller's own last write) and runs the machine.
+// wire has already refused the item if its children's cache lags this
+// controller's writes; an error matching expectations.ErrStale (a write
+// the machine refused because the item's phase moved, a
+// *phase.PhaseMovedError) becomes, in wire, a short requeue that does not
+// feed the rate limiter's backoff.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	select {
-	case <-r.primed:
-	default:
-		return ctrl.Result{RequeueAfter: r.stale}, nil
-	}
+	r.acting.Store(true)
 	item := &v1.WorkItem{}
-	if err := r.reader.Get(ctx, req.NamespacedName, item); err != nil {
+	if err := r.client.Get(ctx, req.NamespacedName, item); err != nil {
 		if apierrors.IsNotFound(err) {
-			// Gone: its children's records go with it.
-			r.owners.Forget(&v1.WorkItem{ObjectMeta: metav1.ObjectMeta{Namespace: req.Namespace, Name: req.Name}})
 			r.uninstalled.Delete(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
-		return requeue.OnStale(err, r.stale)
-	}
-	// Before any List of children.
-	if err := r.owners.Check(ctx, item); err != nil {
-		return requeue.OnStale(err, r.stale)
+		return ctrl.Result{}, err
 	}
 	// The finalizer goes on before anything is installed, outside the
 	// machine: it is metadata, not a phase, and the machine then starts from
@@ -255,51 +199,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			return nil
 		})
 		if err != nil {
-			return requeue.OnStale(err, r.stale)
+			return ctrl.Result{}, err
 		}
 		item = written
 	}
-	if deletingRequested(item) {
-		// The uninstall is outside the API server: once it may be seen
-		// done, a stopping manager must not cancel the release that
-		// records it. Every write is compare-and-swap, so one that lands
-		// after another replica took over is refused, never doubled.
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), r.finish)
-		defer cancel()
-	}
-	res, err := r.machine.Reconcile(ctx, item)
-	if err != nil {
-		return requeue.OnStale(err, r.stale)
-	}
-	return res, nil
-}
-
-// prime runs once this replica leads, before any item is acted on: its
-// tracker starts empty, and its cache (a standby's, watching all along, or
-// a new process's) may lag the last writes of the leader before it. One
-// live List makes every cached item older than the server's copy stale
-// until the cache has caught up (expectations.Tracker.Prime). It retries
-// until it succeeds or the manager stops.
-func (r *Reconciler) prime(ctx context.Context) error {
-	if !r.cache.WaitForCacheSync(ctx) {
-		return nil // stopping
-	}
-	log := ctrl.LoggerFrom(ctx).WithName("prime")
-	err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
-		res, err := r.tracker.Prime(ctx, r.apiReader, r.client, &v1.WorkItemList{})
-		if err != nil {
-			log.Error(err, "priming the tracker, retrying")
-			return false, nil
-		}
-		log.V(1).Info("tracker primed", "listed", res.Listed, "behind", res.Behind, "gone", res.Gone, "resourceVersion", res.ResourceVersion)
-		return true, nil
-	})
-	if err != nil {
-		return nil // stopping
-	}
-	close(r.primed)
-	return nil
+	return r.machine.Reconcile(ctx, item)
 }
 
 func getPhase(it *v1.WorkItem) v1.Phase {
@@ -337,7 +241,7 @@ func (r *Reconciler) installing(ctx context.Context, s *phase.Step[*v1.WorkItem,
 	if err := r.installChild(ctx, it); err != nil {
 		return phase.Decision{}, err
 	}
-	done, wait, err := r.installer.Install(it.UID, it.Name)
+	done, wait, err := r.opts.Installer.Install(it.UID, it.Name)
 	switch {
 	case !done:
 		return phase.RequeueAfter(wait), nil
@@ -374,7 +278,7 @@ func (r *Reconciler) deleting(ctx context.Context, s *phase.Step[*v1.WorkItem, v
 	if err := r.uninstallChildren(ctx, it); err != nil {
 		return phase.Decision{}, err
 	}
-	done, wait, err := r.installer.Uninstall(it.UID, it.Name)
+	done, wait, err := r.opts.Installer.Uninstall(it.UID, it.Name)
 	switch {
 	case err != nil:
 		return phase.Decision{}, err
@@ -405,53 +309,43 @@ func release(it *v1.WorkItem) phase.Decision {
 	})
 }
 
-// installChild creates the item's child unless the cached List shows one,
-// with the List-then-Create of the naive controller, and records the
-// Create: until the cache shows the child, the owner check at Reconcile's
-// entry refuses the item, so no List can miss it.
+// installChild creates the item's child unless the List shows one, with
+// the List-then-Create of the naive controller, through the wired client:
+// it records the Create for the item, and until the cache shows the child
+// wire's guard refuses the item, so no List can miss it.
 func (r *Reconciler) installChild(ctx context.Context, it *v1.WorkItem) error {
-	child, err := naive.EnsureChild(ctx, r.children, r.scheme, it)
-	if err != nil || child == nil {
-		return err
-	}
-	return r.owners.ExpectWrite(ctx, it, child)
+	_, err := naive.EnsureChild(ctx, r.client, r.scheme, it)
+	return err
 }
 
-// uninstallChildren deletes the children the cached List shows, recording
-// each deletion for the owner check.
+// uninstallChildren deletes the children the List shows, through the wired
+// client, which records each deletion for the item's guard.
 func (r *Reconciler) uninstallChildren(ctx context.Context, it *v1.WorkItem) error {
-	deleted, err := naive.DeleteChildren(ctx, r.children, it)
-	for i := range deleted {
-		if rerr := r.owners.ExpectDeletion(ctx, it, &deleted[i]); rerr != nil && err == nil {
-			err = rerr
-		}
-	}
+	_, err := naive.DeleteChildren(ctx, r.client, it)
 	return err
 }
 
 // State is what a Reconciler knows of one item: for a report of an item
 // that did not move, not for deciding anything.
 type State struct {
-	// Primed says whether this replica's tracker was primed (it leads and
-	// acts on items).
-	Primed bool
+	// Acting says whether this replica has reconciled since it started:
+	// wire runs no reconcile before the replica leads and has primed.
+	Acting bool
 	// Cached is the cache's copy of the item; nil if the cache has none.
 	Cached *v1.WorkItem
-	// Refused is why the entry read would refuse the cached copy (a
-	// *expectations.StaleError), or the cache's error; nil if it would act.
+	// Refused is why the guard would refuse the item (its children's
+	// cache lags), or the cache's error; nil if it would act.
 	Refused error
-	// Expectations and OwnerRecords count what the trackers hold for all
-	// items: expectations of the item tracker, records of the owner check.
-	Expectations, OwnerRecords int
+	// Pending counts the writes the client keeps for caches that have not
+	// shown them, for all items.
+	Pending int
 }
 
 // State reports what r knows of the item under key.
 func (r *Reconciler) State(ctx context.Context, key types.NamespacedName) State {
-	s := State{Expectations: r.tracker.Pending(), OwnerRecords: r.owners.Pending()}
-	select {
-	case <-r.primed:
-		s.Primed = true
-	default:
+	s := State{Acting: r.acting.Load()}
+	if r.client != nil {
+		s.Pending = r.client.Pending()
 	}
 	item := &v1.WorkItem{}
 	if err := r.cache.Get(ctx, key, item); err != nil {
@@ -459,6 +353,8 @@ func (r *Reconciler) State(ctx context.Context, key types.NamespacedName) State 
 		return s
 	}
 	s.Cached = item
-	s.Refused = r.tracker.Check(item.DeepCopy())
+	if r.client != nil {
+		s.Refused = r.client.CheckOwner(ctx, key)
+	}
 	return s
 }

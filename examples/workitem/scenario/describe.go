@@ -79,8 +79,8 @@ func describeStuck(ctx context.Context, w io.Writer, c client.Client, ns, lease 
 			if s.Cached != nil {
 				cached = describeItem(s.Cached)
 			}
-			fmt.Fprintf(w, "    %s: primed %v, expectations %d, owner records %d, cache %s, refused: %v\n",
-				r.name, s.Primed, s.Expectations, s.OwnerRecords, cached, s.Refused)
+			fmt.Fprintf(w, "    %s: acting %v, client pending %d, cache %s, refused: %v\n",
+				r.name, s.Acting, s.Pending, cached, s.Refused)
 		}
 	}
 	if goroutines != nil {

@@ -89,8 +89,9 @@ func failover(t *testing.T, env *testenv.Env, releaseOnCancel, warm bool, lag ti
 	}
 	// No side effect twice: the old leader finishes the release of an
 	// uninstall it saw done although it is stopping, and the new leader's
-	// primed tracker refuses its cache's copy of an item released just
-	// before the handover (reconciler.go, prime and FinishTimeout).
+	// client, primed at election, serves the item released just before the
+	// handover as gone rather than its cache's copy (wire's priming, and
+	// FinishDeletion from reconciler.Options.FinishTimeout).
 	if rep.DuplicateUninstalls != 0 {
 		t.Fatalf("%d duplicate uninstalls across the failover, want 0", rep.DuplicateUninstalls)
 	}
