@@ -1,7 +1,9 @@
 package expectations
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -20,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -692,6 +695,12 @@ func (c *Client) Update(ctx context.Context, obj client.Object, opts ...client.U
 // answer.
 func (c *Client) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
 	sent := resourceVersionOf(obj)
+	if sent == "" {
+		// A patch sent into an empty object (statusupdate's Patcher
+		// decodes the answer into one) carries its precondition in the
+		// body.
+		sent = patchedVersion(obj, patch)
+	}
 	if err := c.inner.Patch(ctx, obj, patch, opts...); err != nil {
 		if !dryRun((&client.PatchOptions{}).ApplyOptions(opts).DryRun) {
 			c.ambiguous(ctx, "patch", obj, err)
@@ -801,8 +810,14 @@ func (c *Client) recordWrite(ctx context.Context, verb string, obj client.Object
 	// and the server answers at the resourceVersion that was sent (see
 	// statusupdate's Patcher): the cache's copy at that version, finalizer
 	// included, must not count as new.
-	if obj.GetDeletionTimestamp() != nil && len(obj.GetFinalizers()) == 0 && sentRV != "" && obj.GetResourceVersion() == sentRV {
-		return c.recordDeletion(ctx, obj, ownGone)
+	if obj.GetDeletionTimestamp() != nil && len(obj.GetFinalizers()) == 0 {
+		if sentRV != "" && obj.GetResourceVersion() == sentRV {
+			return c.recordDeletion(ctx, obj, ownGone)
+		}
+		if sentRV == "" && c.removedLive(ctx, obj) {
+			// Sent without a version to compare: one live read tells.
+			return c.recordDeletion(ctx, obj, ownGone)
+		}
 	}
 	gvk, err := apiutil.GVKForObject(obj, c.scheme)
 	if err != nil {
@@ -1206,4 +1221,51 @@ func (s *subResourceClient) record(ctx context.Context, verb string, obj, body c
 	}
 	s.c.put(sessionKey{gk: k.gk, ObjectKey: key}, &ownEntry{state: ownWritten, uid: uid, rv: rv, at: now}, now)
 	return nil
+}
+
+// patchedVersion returns the metadata.resourceVersion a merge patch of obj
+// carries (the optimistic lock's precondition), "" when it has none.
+func patchedVersion(obj client.Object, patch client.Patch) string {
+	if objcopy.IsNil(obj) || patch == nil {
+		return ""
+	}
+	switch patch.Type() {
+	case types.MergePatchType, types.StrategicMergePatchType:
+	default:
+		return ""
+	}
+	data, err := patch.Data(obj)
+	if err != nil || !bytes.Contains(data, []byte(`"resourceVersion"`)) {
+		return ""
+	}
+	var body struct {
+		Metadata struct {
+			ResourceVersion string `json:"resourceVersion"`
+		} `json:"metadata"`
+	}
+	if json.Unmarshal(data, &body) != nil {
+		return ""
+	}
+	return body.Metadata.ResourceVersion
+}
+
+// removedLive reports whether obj, answered with a deletionTimestamp and no
+// finalizers to a write sent without a resourceVersion, is gone: read once
+// through the APIReader. Without one, or if the read fails, it is not
+// known to be gone.
+func (c *Client) removedLive(ctx context.Context, obj client.Object) bool {
+	if c.apiReader == nil {
+		return false
+	}
+	live, err := objcopy.EmptyLike(obj)
+	if err != nil {
+		return false
+	}
+	switch err := c.apiReader.Get(ctx, client.ObjectKeyFromObject(obj), live); {
+	case apierrors.IsNotFound(err):
+		return true
+	case err != nil:
+		return false
+	}
+	return obj.GetUID() != "" && live.GetUID() != obj.GetUID()
 }

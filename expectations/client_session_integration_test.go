@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -346,25 +347,47 @@ func testRecreatedObjectWins(t *testing.T, s *sessionEnv) {
 // at the resourceVersion sent, and the lagging cache's copy (finalizer
 // included) must not be served.
 func testFinalizerRemovalThatDeletes(t *testing.T, s *sessionEnv) {
-	ctx := t.Context()
-	cm := s.seed(t, "finalized", nil, "racesafe.test/cleanup")
-	if err := s.direct.Delete(ctx, cm); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the cache to show the deletionTimestamp", func(ctx context.Context) (bool, error) {
-		err := s.cache.Get(ctx, s.key("finalized"), cm)
-		return err == nil && cm.DeletionTimestamp != nil, err
-	})
-	s.gate.hold()
-	before := cm.DeepCopy()
-	cm.Finalizers = nil
-	if err := s.c.Patch(ctx, cm, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
-		t.Fatal(err)
-	}
-	got := &corev1.ConfigMap{}
-	err := s.c.Get(ctx, s.key("finalized"), got)
-	if !apierrors.IsNotFound(err) && !errors.Is(err, expectations.ErrStale) {
-		t.Fatalf("Get after the finalizer removal deleted it = %v, finalizers %v; want NotFound or refused", err, got.Finalizers)
+	// The caller's object, as controller-runtime's helpers patch it; a raw
+	// merge patch sent into an empty object with its precondition in the
+	// body, as statusupdate's Patcher sends it; and the same without a
+	// precondition, which only a live read can tell. The cache shows the
+	// object being deleted, finalizer included, at the very version the
+	// removal is answered at.
+	for i, send := range []func(ctx context.Context, cm *corev1.ConfigMap) error{
+		func(ctx context.Context, cm *corev1.ConfigMap) error {
+			before := cm.DeepCopy()
+			cm.Finalizers = nil
+			return s.c.Patch(ctx, cm, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+		},
+		func(ctx context.Context, cm *corev1.ConfigMap) error {
+			body := fmt.Sprintf(`{"metadata":{"finalizers":null,"resourceVersion":%q}}`, cm.ResourceVersion)
+			into := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: cm.Namespace, Name: cm.Name}}
+			return s.c.Patch(ctx, into, client.RawPatch(types.MergePatchType, []byte(body)))
+		},
+		func(ctx context.Context, cm *corev1.ConfigMap) error {
+			into := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: cm.Namespace, Name: cm.Name}}
+			return s.c.Patch(ctx, into, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`)))
+		},
+	} {
+		ctx := t.Context()
+		name := fmt.Sprintf("finalized-%d", i)
+		cm := s.seed(t, name, nil, "racesafe.test/cleanup")
+		if err := s.direct.Delete(ctx, cm); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the cache to show the deletionTimestamp", func(ctx context.Context) (bool, error) {
+			err := s.cache.Get(ctx, s.key(name), cm)
+			return err == nil && cm.DeletionTimestamp != nil, err
+		})
+		s.gate.hold()
+		if err := send(ctx, cm); err != nil {
+			t.Fatal(err)
+		}
+		got := &corev1.ConfigMap{}
+		if err := s.c.Get(ctx, s.key(name), got); !apierrors.IsNotFound(err) {
+			t.Errorf("%s: Get after the finalizer removal deleted it = %v, finalizers %v; want NotFound", name, err, got.Finalizers)
+		}
+		s.gate.release()
 	}
 }
 
