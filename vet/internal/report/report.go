@@ -19,6 +19,12 @@ const directive = "//racesafe:ignore"
 // (Create, then Eventually Get) by design, and the races are the
 // controller's.
 func At(pass *analysis.Pass, pos token.Pos, category, msg string) {
+	Diagnostic(pass, analysis.Diagnostic{Pos: pos, Category: category, Message: msg})
+}
+
+// Diagnostic reports d as At does, keeping its end and suggested fixes.
+func Diagnostic(pass *analysis.Pass, d analysis.Diagnostic) {
+	pos, category := d.Pos, d.Category
 	if strings.HasSuffix(pass.Fset.Position(pos).Filename, "_test.go") {
 		return
 	}
@@ -35,7 +41,7 @@ func At(pass *analysis.Pass, pos token.Pos, category, msg string) {
 			Message: "racesafe:ignore needs a reason: say why this " + category + " report is safe"})
 		return
 	}
-	pass.Report(analysis.Diagnostic{Pos: pos, Category: category, Message: msg})
+	pass.Report(d)
 }
 
 // directiveAt returns the ignore comment on pos's line or the line above.
