@@ -17,6 +17,9 @@ type Written map[*types.Var]token.Pos
 type Visitor struct {
 	Call   func(call *ast.CallExpr, c Call, w Written)
 	Switch func(s *ast.SwitchStmt, w Written)
+	// If sees every if statement, else-ifs included, with what was
+	// written before its condition.
+	If func(s *ast.IfStmt, w Written)
 }
 
 // Walk follows body's paths: branches of an if or a switch start from what
@@ -65,6 +68,9 @@ func (r *Result) stmt(s ast.Stmt, w Written, v Visitor) Written {
 			w = r.stmt(s.Init, w, v)
 		}
 		r.expr(s.Cond, w, v)
+		if v.If != nil {
+			v.If(s, w)
+		}
 		then := r.block(s.Body.List, maps.Clone(w), v)
 		var els Written
 		if s.Else != nil {

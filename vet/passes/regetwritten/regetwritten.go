@@ -41,12 +41,13 @@ func run(pass *analysis.Pass) (any, error) {
 func check(pass *analysis.Pass, fl *flow.Result, body *ast.BlockStmt) {
 	rvChecked := resourceVersionChecks(pass, fl, body)
 	stmts := blockStatements(body)
+	unwritten := fl.UnwrittenGuards(body)
 	line := func(p token.Pos) int { return pass.Fset.Position(p).Line }
 	fl.Walk(body, flow.Visitor{Call: func(n *ast.CallExpr, c flow.Call, written flow.Written) {
 		switch c.Verb {
 		case flow.Get:
 			v := fl.Root(c.Obj)
-			if at, ok := written[v]; ok && c.Cached && !rvChecked(v, n.Pos()) {
+			if at, ok := written[v]; ok && c.Cached && !rvChecked(v, n.Pos()) && !unwritten(v, n.Pos()) {
 				d := analysis.Diagnostic{Pos: n.Pos(), End: n.End(), Category: "regetwritten", Message: fmt.Sprintf(
 					"Get from the informer cache into %s, which this reconcile wrote at line %d: the cache may not show that write yet and puts the object back as it was before it; %s",
 					v.Name(), line(at), fix)}

@@ -150,3 +150,58 @@ func (r *R) ignoredWithoutReason(ctx context.Context, w *api.Widget) error {
 	}
 	return r.Get(ctx, client.ObjectKeyFromObject(w), w) //racesafe:ignore // want `racesafe:ignore needs a reason`
 }
+
+// refreshObject re-Gets into any object its caller passes: an interface
+// parameter is the caller's object as much as a pointer is.
+func (r *R) refreshObject(ctx context.Context, obj client.Object) error {
+	return r.Get(ctx, client.ObjectKeyFromObject(obj), obj)
+}
+
+func (r *R) throughInterface(ctx context.Context, w *api.Widget) error {
+	if err := r.Status().Update(ctx, w); err != nil {
+		return err
+	}
+	return r.refreshObject(ctx, w) // want `refreshObject Gets w from the informer cache`
+}
+
+// fillUID Gets only an object the server has not answered for yet: a
+// written object has a UID, so the Get never runs after a write.
+func (r *R) fillUID(ctx context.Context, obj client.Object) error {
+	m, ok := obj.(api.MetaAccessor)
+	if !ok {
+		return nil
+	}
+	meta := m.GetObjectMeta()
+	if meta.GetUID() == "" {
+		return r.Get(ctx, client.ObjectKeyFromObject(obj), obj)
+	}
+	return nil
+}
+
+func (r *R) uidGuardedHelper(ctx context.Context, w *api.Widget) error {
+	if err := r.Update(ctx, w); err != nil {
+		return err
+	}
+	return r.fillUID(ctx, w)
+}
+
+func (r *R) uidGuarded(ctx context.Context, w *api.Widget) error {
+	if err := r.Update(ctx, w); err != nil {
+		return err
+	}
+	if w.UID == "" && w.Name != "" {
+		return r.Get(ctx, client.ObjectKeyFromObject(w), w)
+	}
+	return nil
+}
+
+// A guard on another object's UID does not cover w.
+func (r *R) otherGuarded(ctx context.Context, w, other *api.Widget) error {
+	if err := r.Update(ctx, w); err != nil {
+		return err
+	}
+	if other.GetResourceVersion() == "" {
+		return r.Get(ctx, client.ObjectKeyFromObject(w), w) // want `Get from the informer cache into w`
+	}
+	return nil
+}
