@@ -108,7 +108,10 @@ func check(pass *analysis.Pass, fl *flow.Result, lit *ast.FuncLit) {
 		case flow.Get, flow.List:
 			reads = true
 		case flow.Write, flow.Create, flow.Delete:
-			if write == nil {
+			// An object declared in the body (job, err := getJob(...))
+			// is obtained again on every attempt, by whatever call
+			// returned it; one from outside is the same each time.
+			if v := fl.Root(c.Obj); write == nil && v != nil && (v.Pos() < lit.Pos() || v.Pos() >= lit.End()) {
 				write = call
 			}
 		case flow.None:

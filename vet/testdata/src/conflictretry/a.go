@@ -117,3 +117,21 @@ func (r *R) rereadsLive(ctx context.Context, key client.ObjectKey) error {
 		return r.Status().Update(ctx, cur)
 	})
 }
+
+func (r *R) fetch(ctx context.Context, key client.ObjectKey) (*api.Widget, error) {
+	w := &api.Widget{}
+	return w, r.APIReader.Get(ctx, key, w)
+}
+
+// Not reported: the written object is obtained again in every attempt, by
+// a helper that returns it.
+func (r *R) helperReturnsFresh(ctx context.Context, key client.ObjectKey) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := r.fetch(ctx, key)
+		if err != nil {
+			return err
+		}
+		cur.Status.Phase = api.PhaseRunning
+		return r.Update(ctx, cur)
+	})
+}

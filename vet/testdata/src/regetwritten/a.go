@@ -205,3 +205,39 @@ func (r *R) otherGuarded(ctx context.Context, w, other *api.Widget) error {
 	}
 	return nil
 }
+
+// Not reported: the Get runs where the Create failed (the object exists
+// already), so nothing was written into p.
+func (r *R) createOrGet(ctx context.Context, p *api.Part, alreadyExists func(error) bool) error {
+	if err := r.Create(ctx, p); err != nil {
+		if alreadyExists(err) {
+			return r.Get(ctx, client.ObjectKeyFromObject(p), p)
+		}
+		return err
+	}
+	return nil
+}
+
+func (r *R) updateOrGet(ctx context.Context, w *api.Widget) error {
+	err := r.Update(ctx, w)
+	if err != nil {
+		return r.Get(ctx, client.ObjectKeyFromObject(w), w)
+	}
+	return nil
+}
+
+// Reported: the Get runs where the write succeeded.
+func (r *R) createThenGet(ctx context.Context, p *api.Part) error {
+	if err := r.Create(ctx, p); err == nil {
+		return r.Get(ctx, client.ObjectKeyFromObject(p), p) // want `Get from the informer cache into p, which this reconcile wrote`
+	}
+	return nil
+}
+
+func (r *R) updatedThenGet(ctx context.Context, w *api.Widget) error {
+	err := r.Update(ctx, w)
+	if err != nil {
+		return err
+	}
+	return r.Get(ctx, client.ObjectKeyFromObject(w), w) // want `Get from the informer cache into w, which this reconcile wrote`
+}
