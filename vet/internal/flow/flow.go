@@ -85,7 +85,7 @@ type Result struct {
 // (the receiver excluded).
 type Summary struct {
 	ReGets map[int]bool    // Gets into the parameter from the cache
-	Writes map[int]bool    // writes the parameter through a client
+	Writes map[int]bool    // updates or patches the parameter through a client
 	Lists  map[string]bool // kinds it Lists from the cache
 	// Live: it returns a reader of the API server (a test's or a
 	// command's client.New behind a helper).
@@ -543,7 +543,7 @@ func (r *Result) summarise(fd *ast.FuncDecl, fn *types.Func) *Summary {
 					s.Lists[k] = true
 				}
 			}
-		case Write, Create:
+		case Write: // as in Written, a Create is not a write of an older copy
 			if i, ok := index[r.Root(c.Obj)]; ok {
 				s.Writes[i] = true
 			}

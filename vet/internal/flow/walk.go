@@ -7,8 +7,9 @@ import (
 	"maps"
 )
 
-// Written is the set of variables a path has written through a client (or
-// through a helper that writes its parameter), with where.
+// Written is the set of variables a path has written through a client
+// (Update, Patch, Apply, of the object or a subresource; or through a
+// helper that writes its parameter), with where.
 type Written map[*types.Var]token.Pos
 
 // Visitor is called along the paths of a function body. Call sees every call
@@ -209,6 +210,12 @@ func (r *Result) stmt(s ast.Stmt, w Written, v Visitor) Written {
 		return nil
 	case *ast.AssignStmt:
 		for _, e := range s.Rhs {
+			if lit, ok := ast.Unparen(e).(*ast.FuncLit); ok {
+				// create := func() error {...}: stored to run later, if
+				// at all; its body is checked on its own.
+				r.block(lit.Body.List, Written{}, v)
+				continue
+			}
 			r.expr(e, w, v)
 		}
 		if s.Tok != token.DEFINE {
@@ -227,9 +234,16 @@ func (r *Result) stmt(s ast.Stmt, w Written, v Visitor) Written {
 			}
 		}
 		return w
+	case *ast.DeferStmt:
+		// Runs when the function returns: what it writes does not precede
+		// the statements after it.
+		r.expr(s.Call, maps.Clone(w), v)
+		return w
+	case *ast.GoStmt:
+		r.expr(s.Call, maps.Clone(w), v)
+		return w
 	default:
-		// Declarations, sends, go and defer statements, inc/dec: their
-		// expressions in order.
+		// Declarations, sends, inc/dec: their expressions in order.
 		ast.Inspect(s, func(n ast.Node) bool {
 			if e, ok := n.(ast.Expr); ok {
 				r.expr(e, w, v)
@@ -288,8 +302,11 @@ func (r *Result) expr(e ast.Expr, w Written, v Visitor) {
 			for _, a := range n.Args {
 				r.expr(a, w, v)
 			}
-			if sel, ok := n.Fun.(*ast.SelectorExpr); ok {
-				r.expr(sel.X, w, v)
+			switch f := ast.Unparen(n.Fun).(type) {
+			case *ast.SelectorExpr:
+				r.expr(f.X, w, v)
+			case *ast.FuncLit: // func() {...}(): runs here
+				r.block(f.Body.List, w, v)
 			}
 			r.call(n, w, v)
 			return false
@@ -304,7 +321,10 @@ func (r *Result) call(n *ast.CallExpr, w Written, v Visitor) {
 		v.Call(n, c, w)
 	}
 	switch c.Verb {
-	case Write, Create:
+	case Write:
+		// Not a Create: after a successful Create there is no older copy
+		// for the cache to put back (it answers NotFound, or the created
+		// object), and a Get after a failed one reads what exists.
 		if root := r.Root(c.Obj); root != nil {
 			w[root] = n.Pos()
 		}

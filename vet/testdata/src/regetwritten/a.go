@@ -226,10 +226,34 @@ func (r *R) updateOrGet(ctx context.Context, w *api.Widget) error {
 	return nil
 }
 
-// Reported: the Get runs where the write succeeded.
+// Not reported: after a successful Create there is no older copy for the
+// cache to put back; it answers NotFound or the created object.
 func (r *R) createThenGet(ctx context.Context, p *api.Part) error {
 	if err := r.Create(ctx, p); err == nil {
-		return r.Get(ctx, client.ObjectKeyFromObject(p), p) // want `Get from the informer cache into p, which this reconcile wrote`
+		return r.Get(ctx, client.ObjectKeyFromObject(p), p)
+	}
+	return nil
+}
+
+func (r *R) ensure(ctx context.Context, p *api.Part) (bool, error) {
+	if err := r.Create(ctx, p); err != nil {
+		return false, nil // already there
+	}
+	return true, nil
+}
+
+func (r *R) ensureThenGet(ctx context.Context, p *api.Part) error {
+	created, err := r.ensure(ctx, p)
+	if err != nil || created {
+		return err
+	}
+	return r.Get(ctx, client.ObjectKeyFromObject(p), p)
+}
+
+// Reported: the Get runs where the update succeeded.
+func (r *R) updateThenGet(ctx context.Context, w *api.Widget) error {
+	if err := r.Update(ctx, w); err == nil {
+		return r.Get(ctx, client.ObjectKeyFromObject(w), w) // want `Get from the informer cache into w, which this reconcile wrote`
 	}
 	return nil
 }
@@ -240,4 +264,43 @@ func (r *R) updatedThenGet(ctx context.Context, w *api.Widget) error {
 		return err
 	}
 	return r.Get(ctx, client.ObjectKeyFromObject(w), w) // want `Get from the informer cache into w, which this reconcile wrote`
+}
+
+// Not reported: the closure that writes is stored, not run, before the Get.
+func (r *R) storedClosure(ctx context.Context, w *api.Widget) error {
+	create := func() error { return r.Update(ctx, w) }
+	if err := r.Get(ctx, client.ObjectKeyFromObject(w), w); err != nil {
+		return create()
+	}
+	return nil
+}
+
+// Not reported: a deferred write runs after the Get.
+func (r *R) deferredWrite(ctx context.Context, w *api.Widget) error {
+	defer func() { _ = r.Status().Update(ctx, w) }()
+	return r.Get(ctx, client.ObjectKeyFromObject(w), w)
+}
+
+func (r *R) deferredCall(ctx context.Context, w *api.Widget) error {
+	defer r.Status().Update(ctx, w)
+	return r.Get(ctx, client.ObjectKeyFromObject(w), w)
+}
+
+// Reported: a closure called where it is written runs there.
+func (r *R) invokedClosure(ctx context.Context, w *api.Widget) error {
+	if err := func() error { return r.Update(ctx, w) }(); err != nil {
+		return err
+	}
+	return r.Get(ctx, client.ObjectKeyFromObject(w), w) // want `Get from the informer cache into w, which this reconcile wrote`
+}
+
+// A stored closure is checked on its own.
+func (r *R) closureBody(ctx context.Context, w *api.Widget) func() error {
+	refresh := func() error {
+		if err := r.Update(ctx, w); err != nil {
+			return err
+		}
+		return r.Get(ctx, client.ObjectKeyFromObject(w), w) // want `Get from the informer cache into w, which this reconcile wrote`
+	}
+	return refresh
 }
