@@ -73,6 +73,9 @@ type Result struct {
 	// server somewhere in the package: GetAPIReader(), client.New.
 	live  map[types.Object]bool
 	local map[*types.Func]*Summary
+	// unwritten caches UnwrittenGuards per function: summaries are
+	// recomputed until they settle.
+	unwritten map[*ast.FuncDecl]func(*types.Var, token.Pos) bool
 	// Expectations: the package uses an expectations mechanism (racesafe's
 	// expectations, kube's ControllerExpectations).
 	Expectations bool
@@ -153,7 +156,8 @@ func init() {
 }
 
 func run(pass *analysis.Pass) (any, error) {
-	r := &Result{info: pass.TypesInfo, pass: pass, live: map[types.Object]bool{}, local: map[*types.Func]*Summary{}}
+	r := &Result{info: pass.TypesInfo, pass: pass, live: map[types.Object]bool{}, local: map[*types.Func]*Summary{},
+		unwritten: map[*ast.FuncDecl]func(*types.Var, token.Pos) bool{}}
 	r.scanPackage()
 	// Summaries of the package's functions, to a fixed point: a helper's
 	// summary feeds its callers'.
@@ -509,7 +513,11 @@ func (r *Result) summarise(fd *ast.FuncDecl, fn *types.Func) *Summary {
 			index[p] = i
 		}
 	}
-	unwritten := r.UnwrittenGuards(fd.Body)
+	unwritten := r.unwritten[fd]
+	if unwritten == nil {
+		unwritten = r.UnwrittenGuards(fd.Body)
+		r.unwritten[fd] = unwritten
+	}
 	// fn's own returns, not those of its function literals.
 	ast.Inspect(fd.Body, func(n ast.Node) bool {
 		if _, ok := n.(*ast.FuncLit); ok {
