@@ -23,4 +23,7 @@
 // equality tests of one such field (their final else, or the statement
 // after a chain without one, is the default). A single if on the phase is a
 // guard, not a dispatch, and is not checked.
+//
+// No fix is suggested: what a phase nobody expected should do (an error, a
+// requeue, a terminal state) is the author's decision.
 package silentdefault
