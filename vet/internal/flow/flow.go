@@ -73,6 +73,9 @@ type Result struct {
 	// server somewhere in the package: GetAPIReader(), client.New.
 	live  map[types.Object]bool
 	local map[*types.Func]*Summary
+	// unwritten caches UnwrittenGuards per function: summaries are
+	// recomputed until they settle.
+	unwritten map[*ast.FuncDecl]func(*types.Var, token.Pos) bool
 	// Expectations: the package uses an expectations mechanism (racesafe's
 	// expectations, kube's ControllerExpectations).
 	Expectations bool
@@ -85,7 +88,7 @@ type Result struct {
 // (the receiver excluded).
 type Summary struct {
 	ReGets map[int]bool    // Gets into the parameter from the cache
-	Writes map[int]bool    // writes the parameter through a client
+	Writes map[int]bool    // updates or patches the parameter through a client
 	Lists  map[string]bool // kinds it Lists from the cache
 	// Live: it returns a reader of the API server (a test's or a
 	// command's client.New behind a helper).
@@ -153,7 +156,8 @@ func init() {
 }
 
 func run(pass *analysis.Pass) (any, error) {
-	r := &Result{info: pass.TypesInfo, pass: pass, live: map[types.Object]bool{}, local: map[*types.Func]*Summary{}}
+	r := &Result{info: pass.TypesInfo, pass: pass, live: map[types.Object]bool{}, local: map[*types.Func]*Summary{},
+		unwritten: map[*ast.FuncDecl]func(*types.Var, token.Pos) bool{}}
 	r.scanPackage()
 	// Summaries of the package's functions, to a fixed point: a helper's
 	// summary feeds its callers'.
@@ -466,7 +470,11 @@ func (r *Result) Of(fn *types.Func) *Summary {
 // named type's name, less "List" for a list; "" when it cannot tell (an
 // unstructured or metadata-only object, an interface).
 func (r *Result) Kind(e ast.Expr, list bool) string {
-	t := r.info.TypeOf(e)
+	return KindOf(r.info.TypeOf(e), list)
+}
+
+// KindOf is Kind for a type.
+func KindOf(t types.Type, list bool) string {
 	if t == nil {
 		return ""
 	}
@@ -497,10 +505,18 @@ func (r *Result) summarise(fd *ast.FuncDecl, fn *types.Func) *Summary {
 	sig := fn.Type().(*types.Signature)
 	index := map[*types.Var]int{}
 	for i := 0; i < sig.Params().Len(); i++ {
+		// A pointer, or an interface such as client.Object: a helper that
+		// Gets into an obj client.Object overwrites its caller's object.
 		p := sig.Params().At(i)
-		if _, ptr := p.Type().Underlying().(*types.Pointer); ptr {
+		switch p.Type().Underlying().(type) {
+		case *types.Pointer, *types.Interface:
 			index[p] = i
 		}
+	}
+	unwritten := r.unwritten[fd]
+	if unwritten == nil {
+		unwritten = r.UnwrittenGuards(fd.Body)
+		r.unwritten[fd] = unwritten
 	}
 	// fn's own returns, not those of its function literals.
 	ast.Inspect(fd.Body, func(n ast.Node) bool {
@@ -524,8 +540,8 @@ func (r *Result) summarise(fd *ast.FuncDecl, fn *types.Func) *Summary {
 		c := r.Classify(call)
 		switch c.Verb {
 		case Get:
-			if c.Cached {
-				if i, ok := index[r.Root(c.Obj)]; ok {
+			if v := r.Root(c.Obj); c.Cached && !unwritten(v, call.Pos()) {
+				if i, ok := index[v]; ok {
 					s.ReGets[i] = true
 				}
 			}
@@ -535,7 +551,7 @@ func (r *Result) summarise(fd *ast.FuncDecl, fn *types.Func) *Summary {
 					s.Lists[k] = true
 				}
 			}
-		case Write, Create:
+		case Write: // as in Written, a Create is not a write of an older copy
 			if i, ok := index[r.Root(c.Obj)]; ok {
 				s.Writes[i] = true
 			}
@@ -567,3 +583,122 @@ func (r *Result) summarise(fd *ast.FuncDecl, fn *types.Func) *Summary {
 
 // Info returns the package's type information.
 func (r *Result) Info() *types.Info { return r.info }
+
+// UnwrittenGuards returns whether a position in body lies in the then
+// branch of an if that tests that a variable's UID or resourceVersion is
+// empty (x.GetUID() == "", x.ResourceVersion == ""): an object the API
+// server has answered for, by a read or a write, has both, so a Get there
+// fills in an object nothing wrote yet.
+func (r *Result) UnwrittenGuards(body ast.Node) func(v *types.Var, pos token.Pos) bool {
+	type guard struct {
+		v        *types.Var
+		from, to token.Pos
+	}
+	var guards []guard
+	// Views of an object under another name: m := o.(metav1.Object),
+	// m := o.GetObjectMeta(), m := &o.ObjectMeta.
+	alias := map[*types.Var]*types.Var{}
+	ast.Inspect(body, func(n ast.Node) bool {
+		switch n := n.(type) {
+		case *ast.AssignStmt:
+			if n.Tok == token.DEFINE && len(n.Rhs) == 1 {
+				if lhs, of := r.Root(n.Lhs[0]), r.viewOf(n.Rhs[0]); lhs != nil && of != nil {
+					if a := alias[of]; a != nil {
+						of = a
+					}
+					alias[lhs] = of
+				}
+			}
+		case *ast.IfStmt:
+			for _, v := range r.emptyIdentity(n.Cond) {
+				if a := alias[v]; a != nil {
+					v = a
+				}
+				guards = append(guards, guard{v, n.Body.Pos(), n.Body.End()})
+			}
+		}
+		return true
+	})
+	return func(v *types.Var, pos token.Pos) bool {
+		for _, g := range guards {
+			if g.v == v && g.from <= pos && pos < g.to {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// emptyIdentity returns the variables cond requires to have an empty UID or
+// resourceVersion: the comparison itself, or a conjunct of an &&.
+func (r *Result) emptyIdentity(cond ast.Expr) []*types.Var {
+	cond = ast.Unparen(cond)
+	b, ok := cond.(*ast.BinaryExpr)
+	if !ok {
+		return nil
+	}
+	if b.Op == token.LAND {
+		return append(r.emptyIdentity(b.X), r.emptyIdentity(b.Y)...)
+	}
+	if b.Op != token.EQL {
+		return nil
+	}
+	for _, pair := range [][2]ast.Expr{{b.X, b.Y}, {b.Y, b.X}} {
+		if lit, ok := ast.Unparen(pair[1]).(*ast.BasicLit); !ok || lit.Value != `""` {
+			continue
+		}
+		if v := r.identityOf(pair[0]); v != nil {
+			return []*types.Var{v}
+		}
+	}
+	return nil
+}
+
+// identityOf returns x for x.UID, x.ResourceVersion, x.GetUID(),
+// x.GetResourceVersion(), and the same through ObjectMeta or
+// GetObjectMeta().
+func (r *Result) identityOf(e ast.Expr) *types.Var {
+	e = ast.Unparen(e)
+	if call, ok := e.(*ast.CallExpr); ok && len(call.Args) == 0 {
+		e = call.Fun
+	}
+	sel, ok := e.(*ast.SelectorExpr)
+	if !ok {
+		return nil
+	}
+	switch sel.Sel.Name {
+	case "UID", "GetUID", "ResourceVersion", "GetResourceVersion":
+	default:
+		return nil
+	}
+	x := ast.Unparen(sel.X)
+	if call, ok := x.(*ast.CallExpr); ok && len(call.Args) == 0 {
+		x = call.Fun // x.GetObjectMeta()
+	}
+	if inner, ok := x.(*ast.SelectorExpr); ok && (inner.Sel.Name == "ObjectMeta" || inner.Sel.Name == "GetObjectMeta") {
+		x = inner.X
+	}
+	return r.Root(x)
+}
+
+// viewOf returns o when e is o.(T), o.GetObjectMeta(), o.ObjectMeta or
+// &o.ObjectMeta.
+func (r *Result) viewOf(e ast.Expr) *types.Var {
+	e = ast.Unparen(e)
+	if u, ok := e.(*ast.UnaryExpr); ok && u.Op == token.AND {
+		e = ast.Unparen(u.X)
+	}
+	switch x := e.(type) {
+	case *ast.TypeAssertExpr:
+		return r.Root(x.X)
+	case *ast.CallExpr:
+		if sel, ok := ast.Unparen(x.Fun).(*ast.SelectorExpr); ok && len(x.Args) == 0 && sel.Sel.Name == "GetObjectMeta" {
+			return r.Root(sel.X)
+		}
+	case *ast.SelectorExpr:
+		if x.Sel.Name == "ObjectMeta" {
+			return r.Root(x.X)
+		}
+	}
+	return nil
+}

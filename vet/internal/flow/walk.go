@@ -7,8 +7,9 @@ import (
 	"maps"
 )
 
-// Written is the set of variables a path has written through a client (or
-// through a helper that writes its parameter), with where.
+// Written is the set of variables a path has written through a client
+// (Update, Patch, Apply, of the object or a subresource; or through a
+// helper that writes its parameter), with where.
 type Written map[*types.Var]token.Pos
 
 // Visitor is called along the paths of a function body. Call sees every call
@@ -17,6 +18,9 @@ type Written map[*types.Var]token.Pos
 type Visitor struct {
 	Call   func(call *ast.CallExpr, c Call, w Written)
 	Switch func(s *ast.SwitchStmt, w Written)
+	// If sees every if statement, else-ifs included, with what was
+	// written before its condition.
+	If func(s *ast.IfStmt, w Written)
 }
 
 // Walk follows body's paths: branches of an if or a switch start from what
@@ -30,12 +34,92 @@ func (r *Result) Walk(body *ast.BlockStmt, v Visitor) {
 // block walks stmts and returns the state after them, nil when they end
 // the path (a return, a panic, a branch).
 func (r *Result) block(stmts []ast.Stmt, w Written, v Visitor) Written {
-	for _, s := range stmts {
+	for i, s := range stmts {
+		// err := c.Create(ctx, x); if err != nil {...}: the if's then
+		// branch is the path where the write failed.
+		if ifs, ok := s.(*ast.IfStmt); ok && ifs.Init == nil && i > 0 {
+			if root, at := r.failedWrite(stmts[i-1], ifs.Cond); root != nil && w != nil && w[root] == at {
+				w = r.ifFailed(ifs, root, w, v)
+				if w == nil {
+					return nil
+				}
+				continue
+			}
+		}
 		if w = r.stmt(s, w, v); w == nil {
 			return nil
 		}
 	}
 	return w
+}
+
+// failedWrite returns the variable written by the client write that
+// assign (err := c.Update(ctx, x), or the init of an if) makes, and the
+// write's position, when cond tests that write's error for failure:
+// err != nil, or a call of err (apierrors.IsAlreadyExists(err)).
+func (r *Result) failedWrite(assign ast.Stmt, cond ast.Expr) (*types.Var, token.Pos) {
+	as, ok := assign.(*ast.AssignStmt)
+	if !ok || len(as.Rhs) != 1 || len(as.Lhs) != 1 {
+		return nil, token.NoPos
+	}
+	call, ok := ast.Unparen(as.Rhs[0]).(*ast.CallExpr)
+	if !ok {
+		return nil, token.NoPos
+	}
+	c := r.Classify(call)
+	if c.Verb != Write && c.Verb != Create {
+		return nil, token.NoPos
+	}
+	errVar := r.Root(as.Lhs[0])
+	root := r.Root(c.Obj)
+	if errVar == nil || root == nil || !r.testsFailure(cond, errVar) {
+		return nil, token.NoPos
+	}
+	return root, call.Pos()
+}
+
+// testsFailure reports whether cond, or a conjunct of it, holds only when
+// err is not nil.
+func (r *Result) testsFailure(cond ast.Expr, err *types.Var) bool {
+	switch c := ast.Unparen(cond).(type) {
+	case *ast.BinaryExpr:
+		switch c.Op {
+		case token.LAND:
+			return r.testsFailure(c.X, err) || r.testsFailure(c.Y, err)
+		case token.NEQ:
+			id, ok := ast.Unparen(c.Y).(*ast.Ident)
+			return ok && id.Name == "nil" && r.Root(c.X) == err
+		}
+	case *ast.CallExpr:
+		for _, a := range c.Args {
+			if r.Root(a) == err {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// ifFailed walks an if whose then branch runs when root's write failed:
+// the branch starts without that write.
+func (r *Result) ifFailed(s *ast.IfStmt, root *types.Var, w Written, v Visitor) Written {
+	r.expr(s.Cond, w, v)
+	if v.If != nil {
+		v.If(s, w)
+	}
+	failed := maps.Clone(w)
+	delete(failed, root)
+	then := r.block(s.Body.List, failed, v)
+	var els Written
+	if s.Else != nil {
+		els = r.stmt(s.Else, maps.Clone(w), v)
+	} else {
+		els = w
+	}
+	if then == nil && els == nil {
+		return nil
+	}
+	return union(then, els)
 }
 
 func union(states ...Written) Written {
@@ -63,8 +147,14 @@ func (r *Result) stmt(s ast.Stmt, w Written, v Visitor) Written {
 	case *ast.IfStmt:
 		if s.Init != nil {
 			w = r.stmt(s.Init, w, v)
+			if root, at := r.failedWrite(s.Init, s.Cond); root != nil && w != nil && w[root] == at {
+				return r.ifFailed(s, root, w, v)
+			}
 		}
 		r.expr(s.Cond, w, v)
+		if v.If != nil {
+			v.If(s, w)
+		}
 		then := r.block(s.Body.List, maps.Clone(w), v)
 		var els Written
 		if s.Else != nil {
@@ -120,6 +210,12 @@ func (r *Result) stmt(s ast.Stmt, w Written, v Visitor) Written {
 		return nil
 	case *ast.AssignStmt:
 		for _, e := range s.Rhs {
+			if lit, ok := ast.Unparen(e).(*ast.FuncLit); ok {
+				// create := func() error {...}: stored to run later, if
+				// at all; its body is checked on its own.
+				r.block(lit.Body.List, Written{}, v)
+				continue
+			}
 			r.expr(e, w, v)
 		}
 		if s.Tok != token.DEFINE {
@@ -138,9 +234,16 @@ func (r *Result) stmt(s ast.Stmt, w Written, v Visitor) Written {
 			}
 		}
 		return w
+	case *ast.DeferStmt:
+		// Runs when the function returns: what it writes does not precede
+		// the statements after it.
+		r.expr(s.Call, maps.Clone(w), v)
+		return w
+	case *ast.GoStmt:
+		r.expr(s.Call, maps.Clone(w), v)
+		return w
 	default:
-		// Declarations, sends, go and defer statements, inc/dec: their
-		// expressions in order.
+		// Declarations, sends, inc/dec: their expressions in order.
 		ast.Inspect(s, func(n ast.Node) bool {
 			if e, ok := n.(ast.Expr); ok {
 				r.expr(e, w, v)
@@ -199,8 +302,11 @@ func (r *Result) expr(e ast.Expr, w Written, v Visitor) {
 			for _, a := range n.Args {
 				r.expr(a, w, v)
 			}
-			if sel, ok := n.Fun.(*ast.SelectorExpr); ok {
-				r.expr(sel.X, w, v)
+			switch f := ast.Unparen(n.Fun).(type) {
+			case *ast.SelectorExpr:
+				r.expr(f.X, w, v)
+			case *ast.FuncLit: // func() {...}(): runs here
+				r.block(f.Body.List, w, v)
 			}
 			r.call(n, w, v)
 			return false
@@ -215,7 +321,10 @@ func (r *Result) call(n *ast.CallExpr, w Written, v Visitor) {
 		v.Call(n, c, w)
 	}
 	switch c.Verb {
-	case Write, Create:
+	case Write:
+		// Not a Create: after a successful Create there is no older copy
+		// for the cache to put back (it answers NotFound, or the created
+		// object), and a Get after a failed one reads what exists.
 		if root := r.Root(c.Obj); root != nil {
 			w[root] = n.Pos()
 		}

@@ -15,11 +15,18 @@ import (
 const directive = "//racesafe:ignore"
 
 // At reports msg at pos unless an ignore directive with a reason covers it,
-// or pos is in a _test.go file: tests poll with Get after their own writes
+// or pos is in a _test.go file or a test harness package (an import path
+// element e2e, test, tests, testutil or testutils): tests poll with Get after their own writes
 // (Create, then Eventually Get) by design, and the races are the
 // controller's.
 func At(pass *analysis.Pass, pos token.Pos, category, msg string) {
-	if strings.HasSuffix(pass.Fset.Position(pos).Filename, "_test.go") {
+	Diagnostic(pass, analysis.Diagnostic{Pos: pos, Category: category, Message: msg})
+}
+
+// Diagnostic reports d as At does, keeping its end and suggested fixes.
+func Diagnostic(pass *analysis.Pass, d analysis.Diagnostic) {
+	pos, category := d.Pos, d.Category
+	if strings.HasSuffix(pass.Fset.Position(pos).Filename, "_test.go") || harness(pass.Pkg.Path()) {
 		return
 	}
 	if c := directiveAt(pass, pos); c != nil {
@@ -35,7 +42,7 @@ func At(pass *analysis.Pass, pos token.Pos, category, msg string) {
 			Message: "racesafe:ignore needs a reason: say why this " + category + " report is safe"})
 		return
 	}
-	pass.Report(analysis.Diagnostic{Pos: pos, Category: category, Message: msg})
+	pass.Report(d)
 }
 
 // directiveAt returns the ignore comment on pos's line or the line above.
@@ -61,4 +68,19 @@ func directiveAt(pass *analysis.Pass, pos token.Pos) *ast.Comment {
 		}
 	}
 	return nil
+}
+
+// harnessDirs are the import-path elements of test harness packages: the
+// end-to-end suites operators keep in non-test files (test/e2e/setup)
+// create and poll like tests do, and are not the controller.
+var harnessDirs = map[string]bool{"e2e": true, "test": true, "tests": true, "testutil": true, "testutils": true}
+
+// harness reports whether a package is a test harness by its import path.
+func harness(path string) bool {
+	for _, el := range strings.Split(path, "/") {
+		if harnessDirs[el] {
+			return true
+		}
+	}
+	return false
 }

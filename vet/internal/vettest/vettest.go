@@ -12,10 +12,22 @@ import (
 	"golang.org/x/tools/go/analysis/analysistest"
 )
 
+// Dir is the testdata directory that holds src/.
+func Dir() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..", "testdata")
+}
+
 // Run runs a on testdata/src/<a.Name>/... and checks its // want comments.
 func Run(t *testing.T, a *analysis.Analyzer) {
 	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	dir := filepath.Join(filepath.Dir(file), "..", "..", "testdata")
-	analysistest.Run(t, dir, a, a.Name+"/...")
+	analysistest.Run(t, Dir(), a, a.Name+"/...")
+}
+
+// RunWithSuggestedFixes runs a on testdata/src/<pkg>, checks its // want
+// comments, applies every suggested fix and compares each file with its
+// .golden twin.
+func RunWithSuggestedFixes(t *testing.T, a *analysis.Analyzer, pkg string) {
+	t.Helper()
+	analysistest.RunWithSuggestedFixes(t, Dir(), a, pkg)
 }

@@ -3,6 +3,7 @@ package conflictretry
 import (
 	"fmt"
 	"go/ast"
+	"go/token"
 	"go/types"
 	"strings"
 
@@ -24,11 +25,74 @@ var Analyzer = &analysis.Analyzer{
 func run(pass *analysis.Pass) (any, error) {
 	fl := pass.ResultOf[flow.Analyzer].(*flow.Result)
 	for _, f := range pass.Files {
-		for _, lit := range fl.RetryBodies(f) {
+		lits := fl.RetryBodies(f)
+		for _, lit := range lits {
 			check(pass, fl, lit)
+		}
+		if len(lits) == 0 {
+			continue
+		}
+		for _, d := range f.Decls {
+			if fd, ok := d.(*ast.FuncDecl); ok && fd.Body != nil {
+				checkCachedReads(pass, fl, fd.Body, lits)
+			}
 		}
 	}
 	return nil, nil
+}
+
+// checkCachedReads reports a retry's cached re-read into a variable of its
+// own when the function wrote that object (its key names a written
+// variable) or an object of its kind earlier on the path: the cache cannot
+// show the function's own write before its informer does, so every attempt
+// reads the copy that conflicted. A cached re-read after another writer's
+// change usually helps (the informer delivers it within the backoff) and is
+// not reported; a re-read into the enclosing function's variable is
+// regetwritten's.
+func checkCachedReads(pass *analysis.Pass, fl *flow.Result, body *ast.BlockStmt, lits []*ast.FuncLit) {
+	in := func(pos token.Pos) *ast.FuncLit {
+		for _, lit := range lits {
+			if lit.Pos() <= pos && pos < lit.End() {
+				return lit
+			}
+		}
+		return nil
+	}
+	line := func(p token.Pos) int { return pass.Fset.Position(p).Line }
+	fl.Walk(body, flow.Visitor{Call: func(n *ast.CallExpr, c flow.Call, written flow.Written) {
+		if !c.Get() || !c.Cached || len(n.Args) < 2 {
+			return
+		}
+		lit := in(n.Pos())
+		v := fl.Root(c.Obj)
+		if lit == nil || v == nil || v.Pos() < lit.Pos() || v.Pos() >= lit.End() {
+			return
+		}
+		var by *types.Var
+		ast.Inspect(n.Args[1], func(k ast.Node) bool {
+			if id, ok := k.(*ast.Ident); ok && by == nil {
+				if kv := fl.Root(id); kv != nil {
+					if _, ok := written[kv]; ok {
+						by = kv
+					}
+				}
+			}
+			return by == nil
+		})
+		if kind := fl.Kind(c.Obj, false); by == nil && kind != "" {
+			for w := range written {
+				if flow.KindOf(w.Type(), false) == kind && (by == nil || written[w] > written[by]) {
+					by = w
+				}
+			}
+		}
+		if by == nil {
+			return
+		}
+		report.At(pass, n.Pos(), "conflictretry", fmt.Sprintf(
+			"the conflict retry re-reads %s from the informer cache after this function wrote %s at line %d: the cache cannot show that write before its informer does, so each attempt reads the copy that conflicted and conflicts again; read it through the API reader (mgr.GetAPIReader()), or keep the object the write returned (statusupdate.Patcher)",
+			v.Name(), by.Name(), line(written[by])))
+	}})
 }
 
 func check(pass *analysis.Pass, fl *flow.Result, lit *ast.FuncLit) {
@@ -43,13 +107,11 @@ func check(pass *analysis.Pass, fl *flow.Result, lit *ast.FuncLit) {
 		switch c.Verb {
 		case flow.Get, flow.List:
 			reads = true
-			v := fl.Root(c.Obj)
-			if c.Get() && c.Cached && v != nil && v.Pos() >= lit.Pos() && v.Pos() < lit.End() {
-				report.At(pass, call.Pos(), "conflictretry", fmt.Sprintf(
-					"the conflict retry re-reads %s from the informer cache: a conflict means the cache is behind the server, so this read usually returns the copy that conflicted; read it through the API reader (mgr.GetAPIReader()) or return the conflict and requeue", v.Name()))
-			}
 		case flow.Write, flow.Create, flow.Delete:
-			if write == nil {
+			// An object declared in the body (job, err := getJob(...))
+			// is obtained again on every attempt, by whatever call
+			// returned it; one from outside is the same each time.
+			if v := fl.Root(c.Obj); write == nil && v != nil && (v.Pos() < lit.Pos() || v.Pos() >= lit.End()) {
 				write = call
 			}
 		case flow.None:

@@ -12,9 +12,15 @@
 //
 //   - a body that writes without reading sends the same stale object again,
 //     and conflicts again: it retries nothing;
-//   - a body that reads into a fresh variable from the informer cache
-//     usually gets the same stale copy back (the conflict says the cache is
-//     behind): read from the API reader, or requeue;
+//   - a body that reads into a fresh variable from the informer cache,
+//     after the enclosing function wrote that object (its key names a
+//     written variable) or an object of its kind on the same path, gets
+//     the pre-write copy back until the informer delivers the function's
+//     own write, and conflicts again: read from the API reader, or keep
+//     the object the write returned. A cached re-read with nothing written
+//     before it is the canonical retry and is not reported: a conflict
+//     then comes from another writer, whose change the informer usually
+//     delivers within the retry's backoff;
 //   - a body that calls out of the cluster (an HTTP request, a command)
 //     repeats that call on every conflict.
 //

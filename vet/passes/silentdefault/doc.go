@@ -19,5 +19,11 @@
 // switched on may be a stale read of it), or when the package filters its
 // events with GenerationChangedPredicate (so no status event brings the
 // object back). It looks at switch statements on a field whose name
-// contains "Phase" or "State"; if-chains are not checked.
+// contains "Phase" or "State", and at if / else-if chains of two or more
+// equality tests of one such field (their final else, or the statement
+// after a chain without one, is the default). A single if on the phase is a
+// guard, not a dispatch, and is not checked.
+//
+// No fix is suggested: what a phase nobody expected should do (an error, a
+// requeue, a terminal state) is the author's decision.
 package silentdefault

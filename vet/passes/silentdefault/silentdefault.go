@@ -3,6 +3,7 @@ package silentdefault
 import (
 	"fmt"
 	"go/ast"
+	"go/token"
 	"go/types"
 	"strings"
 
@@ -24,8 +25,11 @@ var Analyzer = &analysis.Analyzer{
 func run(pass *analysis.Pass) (any, error) {
 	fl := pass.ResultOf[flow.Analyzer].(*flow.Result)
 	for _, f := range pass.Files {
-		// The statement after each switch, for a switch without a default.
-		next := map[*ast.SwitchStmt]ast.Stmt{}
+		// The statement after each switch or if, for a switch without a
+		// default or an if-chain without a final else; and the ifs that are
+		// the else of another, which belong to that one's chain.
+		next := map[ast.Stmt]ast.Stmt{}
+		elseIf := map[*ast.IfStmt]bool{}
 		ast.Inspect(f, func(n ast.Node) bool {
 			var list []ast.Stmt
 			switch n := n.(type) {
@@ -33,10 +37,14 @@ func run(pass *analysis.Pass) (any, error) {
 				list = n.List
 			case *ast.CaseClause:
 				list = n.Body
+			case *ast.IfStmt:
+				if e, ok := n.Else.(*ast.IfStmt); ok {
+					elseIf[e] = true
+				}
 			}
 			for i, s := range list {
-				if sw, ok := s.(*ast.SwitchStmt); ok && i+1 < len(list) {
-					next[sw] = list[i+1]
+				if i+1 < len(list) {
+					next[s] = list[i+1]
 				}
 			}
 			return true
@@ -46,21 +54,28 @@ func run(pass *analysis.Pass) (any, error) {
 			if !ok || fd.Body == nil {
 				continue
 			}
-			fl.Walk(fd.Body, flow.Visitor{Switch: func(sw *ast.SwitchStmt, written flow.Written) {
-				check(pass, fl, sw, next[sw], written)
-			}})
+			fl.Walk(fd.Body, flow.Visitor{
+				Switch: func(sw *ast.SwitchStmt, written flow.Written) {
+					checkSwitch(pass, fl, sw, next[sw], written)
+				},
+				If: func(s *ast.IfStmt, written flow.Written) {
+					if !elseIf[s] {
+						checkChain(pass, fl, s, next[s], written)
+					}
+				},
+			})
 		}
 	}
 	return nil, nil
 }
 
-func check(pass *analysis.Pass, fl *flow.Result, sw *ast.SwitchStmt, after ast.Stmt, written flow.Written) {
+func checkSwitch(pass *analysis.Pass, fl *flow.Result, sw *ast.SwitchStmt, after ast.Stmt, written flow.Written) {
 	field, root := phaseField(fl, sw.Tag)
 	if field == "" {
 		return
 	}
 	var silent *ast.ReturnStmt
-	where := "default"
+	where := "default of the switch"
 	for _, c := range sw.Body.List {
 		if cc, ok := c.(*ast.CaseClause); ok && cc.List == nil {
 			if len(cc.Body) > 0 {
@@ -77,6 +92,76 @@ func check(pass *analysis.Pass, fl *flow.Result, sw *ast.SwitchStmt, after ast.S
 		}
 		where = "fall-through past the switch"
 	}
+	reportSilent(pass, fl, silent, where+" on "+field, field, root, written)
+}
+
+// checkChain checks an if / else-if chain whose every condition compares
+// the same phase-like field (w.Status.Phase == A, or A || B of such), with
+// at least two conditions: its final else, or the statement after it when
+// it has none, is the chain's default.
+func checkChain(pass *analysis.Pass, fl *flow.Result, head *ast.IfStmt, after ast.Stmt, written flow.Written) {
+	var field string
+	var root *types.Var
+	conds := 0
+	var last ast.Stmt // the final else's last statement
+	for s := head; s != nil; {
+		f, v := phaseComparison(fl, s.Cond)
+		if f == "" || (field != "" && f != field) {
+			return
+		}
+		field, root = f, v
+		conds++
+		switch e := s.Else.(type) {
+		case *ast.IfStmt:
+			s = e
+		case *ast.BlockStmt:
+			if len(e.List) == 0 {
+				return
+			}
+			last, s = e.List[len(e.List)-1], nil
+		default:
+			s = nil
+		}
+	}
+	if conds < 2 {
+		return
+	}
+	where := "final else of the if-chain"
+	if last == nil {
+		last, where = after, "fall-through past the if-chain"
+	}
+	silent := silentReturn(pass.TypesInfo, last)
+	if silent == nil {
+		return
+	}
+	reportSilent(pass, fl, silent, where+" on "+field, field, root, written)
+}
+
+// phaseComparison returns the phase-like field cond compares for equality
+// (x == A, A == x, or an || of such on one field) and its variable.
+func phaseComparison(fl *flow.Result, cond ast.Expr) (string, *types.Var) {
+	b, ok := ast.Unparen(cond).(*ast.BinaryExpr)
+	if !ok {
+		return "", nil
+	}
+	switch b.Op {
+	case token.LOR:
+		fx, vx := phaseComparison(fl, b.X)
+		fy, _ := phaseComparison(fl, b.Y)
+		if fx == "" || fx != fy {
+			return "", nil
+		}
+		return fx, vx
+	case token.EQL:
+		if f, v := phaseField(fl, b.X); f != "" {
+			return f, v
+		}
+		return phaseField(fl, b.Y)
+	}
+	return "", nil
+}
+
+func reportSilent(pass *analysis.Pass, fl *flow.Result, silent *ast.ReturnStmt, where, field string, root *types.Var, written flow.Written) {
 	var why string
 	if at, ok := written[root]; ok && root != nil {
 		why = fmt.Sprintf("%s was written at line %d, so the %s switched on may be a stale cached read of it", root.Name(), pass.Fset.Position(at).Line, field)
@@ -86,8 +171,8 @@ func check(pass *analysis.Pass, fl *flow.Result, sw *ast.SwitchStmt, after ast.S
 		return
 	}
 	report.At(pass, silent.Pos(), "silentdefault", fmt.Sprintf(
-		"the %s of the switch on %s ends the reconcile with an empty result and a nil error: %s, and a %s nobody expected is never reconciled again; return an error or a requeue (requeue.Terminal, requeue.After) or dispatch with phase.Machine",
-		where, field, why, lastName(field)))
+		"the %s ends the reconcile with an empty result and a nil error: %s, and a %s nobody expected is never reconciled again; return an error or a requeue (requeue.Terminal, requeue.After) or dispatch with phase.Machine",
+		where, why, lastName(field)))
 }
 
 // phaseField returns the switched-on expression as text when it selects a
@@ -97,6 +182,9 @@ func phaseField(fl *flow.Result, tag ast.Expr) (string, *types.Var) {
 	sel, ok := ast.Unparen(tag).(*ast.SelectorExpr)
 	if !ok {
 		return "", nil
+	}
+	if v, ok := fl.Info().ObjectOf(sel.Sel).(*types.Var); !ok || !v.IsField() {
+		return "", nil // a constant such as api.PhaseRunning
 	}
 	name := strings.ToLower(sel.Sel.Name)
 	if !strings.Contains(name, "phase") && !strings.Contains(name, "state") {

@@ -150,3 +150,157 @@ func (r *R) ignoredWithoutReason(ctx context.Context, w *api.Widget) error {
 	}
 	return r.Get(ctx, client.ObjectKeyFromObject(w), w) //racesafe:ignore // want `racesafe:ignore needs a reason`
 }
+
+// refreshObject re-Gets into any object its caller passes: an interface
+// parameter is the caller's object as much as a pointer is.
+func (r *R) refreshObject(ctx context.Context, obj client.Object) error {
+	return r.Get(ctx, client.ObjectKeyFromObject(obj), obj)
+}
+
+func (r *R) throughInterface(ctx context.Context, w *api.Widget) error {
+	if err := r.Status().Update(ctx, w); err != nil {
+		return err
+	}
+	return r.refreshObject(ctx, w) // want `refreshObject Gets w from the informer cache`
+}
+
+// fillUID Gets only an object the server has not answered for yet: a
+// written object has a UID, so the Get never runs after a write.
+func (r *R) fillUID(ctx context.Context, obj client.Object) error {
+	m, ok := obj.(api.MetaAccessor)
+	if !ok {
+		return nil
+	}
+	meta := m.GetObjectMeta()
+	if meta.GetUID() == "" {
+		return r.Get(ctx, client.ObjectKeyFromObject(obj), obj)
+	}
+	return nil
+}
+
+func (r *R) uidGuardedHelper(ctx context.Context, w *api.Widget) error {
+	if err := r.Update(ctx, w); err != nil {
+		return err
+	}
+	return r.fillUID(ctx, w)
+}
+
+func (r *R) uidGuarded(ctx context.Context, w *api.Widget) error {
+	if err := r.Update(ctx, w); err != nil {
+		return err
+	}
+	if w.UID == "" && w.Name != "" {
+		return r.Get(ctx, client.ObjectKeyFromObject(w), w)
+	}
+	return nil
+}
+
+// A guard on another object's UID does not cover w.
+func (r *R) otherGuarded(ctx context.Context, w, other *api.Widget) error {
+	if err := r.Update(ctx, w); err != nil {
+		return err
+	}
+	if other.GetResourceVersion() == "" {
+		return r.Get(ctx, client.ObjectKeyFromObject(w), w) // want `Get from the informer cache into w`
+	}
+	return nil
+}
+
+// Not reported: the Get runs where the Create failed (the object exists
+// already), so nothing was written into p.
+func (r *R) createOrGet(ctx context.Context, p *api.Part, alreadyExists func(error) bool) error {
+	if err := r.Create(ctx, p); err != nil {
+		if alreadyExists(err) {
+			return r.Get(ctx, client.ObjectKeyFromObject(p), p)
+		}
+		return err
+	}
+	return nil
+}
+
+func (r *R) updateOrGet(ctx context.Context, w *api.Widget) error {
+	err := r.Update(ctx, w)
+	if err != nil {
+		return r.Get(ctx, client.ObjectKeyFromObject(w), w)
+	}
+	return nil
+}
+
+// Not reported: after a successful Create there is no older copy for the
+// cache to put back; it answers NotFound or the created object.
+func (r *R) createThenGet(ctx context.Context, p *api.Part) error {
+	if err := r.Create(ctx, p); err == nil {
+		return r.Get(ctx, client.ObjectKeyFromObject(p), p)
+	}
+	return nil
+}
+
+func (r *R) ensure(ctx context.Context, p *api.Part) (bool, error) {
+	if err := r.Create(ctx, p); err != nil {
+		return false, nil // already there
+	}
+	return true, nil
+}
+
+func (r *R) ensureThenGet(ctx context.Context, p *api.Part) error {
+	created, err := r.ensure(ctx, p)
+	if err != nil || created {
+		return err
+	}
+	return r.Get(ctx, client.ObjectKeyFromObject(p), p)
+}
+
+// Reported: the Get runs where the update succeeded.
+func (r *R) updateThenGet(ctx context.Context, w *api.Widget) error {
+	if err := r.Update(ctx, w); err == nil {
+		return r.Get(ctx, client.ObjectKeyFromObject(w), w) // want `Get from the informer cache into w, which this reconcile wrote`
+	}
+	return nil
+}
+
+func (r *R) updatedThenGet(ctx context.Context, w *api.Widget) error {
+	err := r.Update(ctx, w)
+	if err != nil {
+		return err
+	}
+	return r.Get(ctx, client.ObjectKeyFromObject(w), w) // want `Get from the informer cache into w, which this reconcile wrote`
+}
+
+// Not reported: the closure that writes is stored, not run, before the Get.
+func (r *R) storedClosure(ctx context.Context, w *api.Widget) error {
+	create := func() error { return r.Update(ctx, w) }
+	if err := r.Get(ctx, client.ObjectKeyFromObject(w), w); err != nil {
+		return create()
+	}
+	return nil
+}
+
+// Not reported: a deferred write runs after the Get.
+func (r *R) deferredWrite(ctx context.Context, w *api.Widget) error {
+	defer func() { _ = r.Status().Update(ctx, w) }()
+	return r.Get(ctx, client.ObjectKeyFromObject(w), w)
+}
+
+func (r *R) deferredCall(ctx context.Context, w *api.Widget) error {
+	defer r.Status().Update(ctx, w)
+	return r.Get(ctx, client.ObjectKeyFromObject(w), w)
+}
+
+// Reported: a closure called where it is written runs there.
+func (r *R) invokedClosure(ctx context.Context, w *api.Widget) error {
+	if err := func() error { return r.Update(ctx, w) }(); err != nil {
+		return err
+	}
+	return r.Get(ctx, client.ObjectKeyFromObject(w), w) // want `Get from the informer cache into w, which this reconcile wrote`
+}
+
+// A stored closure is checked on its own.
+func (r *R) closureBody(ctx context.Context, w *api.Widget) func() error {
+	refresh := func() error {
+		if err := r.Update(ctx, w); err != nil {
+			return err
+		}
+		return r.Get(ctx, client.ObjectKeyFromObject(w), w) // want `Get from the informer cache into w, which this reconcile wrote`
+	}
+	return refresh
+}

@@ -38,7 +38,7 @@ func (r *R) fallThrough(ctx context.Context, w *api.Widget) (reconcile.Result, e
 	case "a":
 		return reconcile.Result{Requeue: true}, nil
 	}
-	return reconcile.Result{}, nil // want `the fall-through past the switch of the switch on w.Status.State`
+	return reconcile.Result{}, nil // want `the fall-through past the switch on w.Status.State`
 }
 
 // Not reported: nothing written before the switch, and the package has no
@@ -85,4 +85,81 @@ func (r *R) notAPhase(ctx context.Context, w *api.Widget) (ctrl.Result, error) {
 	default:
 		return ctrl.Result{}, nil
 	}
+}
+
+// An if-chain over the phase is a switch written out: its final else is
+// the default.
+func (r *R) chainElse(ctx context.Context, w *api.Widget) (ctrl.Result, error) {
+	if err := r.Status().Update(ctx, w); err != nil {
+		return ctrl.Result{}, err
+	}
+	if w.Status.Phase == api.PhasePending {
+		return ctrl.Result{RequeueAfter: 1}, nil
+	} else if w.Status.Phase == api.PhaseRunning || w.Status.Phase == api.PhaseDeleting {
+		return ctrl.Result{RequeueAfter: 2}, nil
+	} else {
+		return ctrl.Result{}, nil // want `the final else of the if-chain on w.Status.Phase ends the reconcile with an empty result and a nil error: w was written at line`
+	}
+}
+
+// Without a final else, the statement after the chain is its default.
+func (r *R) chainFallThrough(ctx context.Context, w *api.Widget) (ctrl.Result, error) {
+	if err := r.Update(ctx, w); err != nil {
+		return ctrl.Result{}, err
+	}
+	if api.PhasePending == w.Status.Phase {
+		return ctrl.Result{RequeueAfter: 1}, nil
+	} else if w.Status.Phase == api.PhaseDeleting {
+		return ctrl.Result{RequeueAfter: 2}, nil
+	}
+	return ctrl.Result{}, nil // want `the fall-through past the if-chain on w.Status.Phase`
+}
+
+// Not reported: a single if on the phase is a guard, not a dispatch.
+func (r *R) singleIf(ctx context.Context, w *api.Widget) (ctrl.Result, error) {
+	if err := r.Update(ctx, w); err != nil {
+		return ctrl.Result{}, err
+	}
+	if w.Status.Phase == api.PhaseFailed {
+		return ctrl.Result{RequeueAfter: 1}, nil
+	}
+	return ctrl.Result{}, nil
+}
+
+// Not reported: the chain mixes the phase with another condition.
+func (r *R) mixedChain(ctx context.Context, w *api.Widget, ready bool) (ctrl.Result, error) {
+	if err := r.Update(ctx, w); err != nil {
+		return ctrl.Result{}, err
+	}
+	if w.Status.Phase == api.PhasePending {
+		return ctrl.Result{RequeueAfter: 1}, nil
+	} else if ready {
+		return ctrl.Result{RequeueAfter: 2}, nil
+	}
+	return ctrl.Result{}, nil
+}
+
+// Not reported: the chain's else requeues.
+func (r *R) chainRequeues(ctx context.Context, w *api.Widget) (ctrl.Result, error) {
+	if err := r.Update(ctx, w); err != nil {
+		return ctrl.Result{}, err
+	}
+	if w.Status.Phase == api.PhasePending {
+		return ctrl.Result{RequeueAfter: 1}, nil
+	} else if w.Status.Phase == api.PhaseRunning {
+		return ctrl.Result{}, nil
+	} else {
+		return ctrl.Result{RequeueAfter: 5}, nil
+	}
+}
+
+// Not reported: nothing written before the chain, and no
+// GenerationChangedPredicate in the package.
+func (r *R) chainUnwritten(w *api.Widget) (ctrl.Result, error) {
+	if w.Status.Phase == api.PhasePending {
+		return ctrl.Result{RequeueAfter: 1}, nil
+	} else if w.Status.Phase == api.PhaseRunning {
+		return ctrl.Result{RequeueAfter: 2}, nil
+	}
+	return ctrl.Result{}, nil
 }

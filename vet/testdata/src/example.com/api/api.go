@@ -2,9 +2,15 @@
 package api
 
 type ObjectMeta struct {
-	Name, Namespace, GenerateName, ResourceVersion string
-	Finalizers                                     []string
+	Name, Namespace, GenerateName, ResourceVersion, UID string
+	Finalizers                                          []string
 }
+
+// MetaAccessor is the stub of metav1.ObjectMetaAccessor.
+type MetaAccessor interface{ GetObjectMeta() *ObjectMeta }
+
+func (m *ObjectMeta) GetObjectMeta() *ObjectMeta { return m }
+func (m *ObjectMeta) GetUID() string             { return m.UID }
 
 func (m *ObjectMeta) GetName() string            { return m.Name }
 func (m *ObjectMeta) GetNamespace() string       { return m.Namespace }
