@@ -1,0 +1,98 @@
+package racetest
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/go-logr/logr"
+)
+
+// exploreSink is the log sink of a run's managers: it passes every line to
+// the logger it wraps and keeps the values a reconcile's logger carries,
+// so that a read, a write or a panic can name its reconcile. A panic is
+// seen as controller-runtime reports a recovered one: the reconcile's
+// "Reconciler error" whose error reads "panic: ... [recovered]".
+type exploreSink struct {
+	inner  logr.LogSink
+	run    *exploreRun
+	values []any
+}
+
+func (s *exploreSink) Init(logr.RuntimeInfo) {}
+
+func (s *exploreSink) Enabled(level int) bool { return s.inner.Enabled(level) }
+
+func (s *exploreSink) Info(level int, msg string, kv ...any) { s.inner.Info(level, msg, kv...) }
+
+func (s *exploreSink) Error(err error, msg string, kv ...any) {
+	if err != nil && msg == "Reconciler error" {
+		if e := err.Error(); strings.HasPrefix(e, "panic: ") && strings.HasSuffix(e, " [recovered]") {
+			s.run.panicked(append(slices.Clone(s.values), kv...), strings.TrimSuffix(strings.TrimPrefix(e, "panic: "), " [recovered]"))
+		}
+	}
+	s.inner.Error(err, msg, kv...)
+}
+
+func (s *exploreSink) WithValues(kv ...any) logr.LogSink {
+	return &exploreSink{inner: s.inner.WithValues(kv...), run: s.run, values: append(slices.Clone(s.values), kv...)}
+}
+
+func (s *exploreSink) WithName(name string) logr.LogSink {
+	return &exploreSink{inner: s.inner.WithName(name), run: s.run, values: s.values}
+}
+
+// valueOf returns the last value of key in kv, "" when absent.
+func valueOf(kv []any, key string) string {
+	out := ""
+	for i := 0; i+1 < len(kv); i += 2 {
+		if k, ok := kv[i].(string); ok && k == key {
+			out = fmt.Sprint(kv[i+1])
+		}
+	}
+	return out
+}
+
+// reconcileOf names the reconcile ctx belongs to, "" outside one: the
+// reconciles of a request are numbered in the order they first read or
+// wrote.
+func (r *exploreRun) reconcileOf(ctx context.Context) string {
+	l, err := logr.FromContext(ctx)
+	if err != nil {
+		return ""
+	}
+	s, ok := l.GetSink().(*exploreSink)
+	if !ok || s.run != r {
+		return ""
+	}
+	return r.describeReconcile(s.values)
+}
+
+func (r *exploreRun) describeReconcile(kv []any) string {
+	id := valueOf(kv, "reconcileID")
+	if id == "" {
+		return ""
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if d, ok := r.reconciles[id]; ok {
+		return d
+	}
+	req := valueOf(kv, "name")
+	if ns := valueOf(kv, "namespace"); ns != "" {
+		req = ns + "/" + req
+	}
+	ctrl := valueOf(kv, "controller")
+	r.reconcileN[ctrl+" "+req]++
+	d := fmt.Sprintf("reconcile #%d of %s (controller %s)", r.reconcileN[ctrl+" "+req], req, ctrl)
+	r.reconciles[id] = d
+	return d
+}
+
+func (r *exploreRun) panicked(kv []any, value string) {
+	d := orController(r.describeReconcile(kv))
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.panics = append(r.panics, fmt.Sprintf("%s panicked: %s", d, value))
+}
