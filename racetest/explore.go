@@ -458,6 +458,9 @@ func (r *exploreRun) run(ctx context.Context) error {
 	workload := interceptor.NewClient(r.direct, r.funcs(byWorkload, 0))
 	go func() { work <- r.opts.Workload(rctx, workload, r.ns) }()
 	crashed := r.crash
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+loop:
 	for {
 		select {
 		case <-crashed:
@@ -468,27 +471,28 @@ func (r *exploreRun) run(ctx context.Context) error {
 				return err
 			}
 			crashed = nil
-			continue
 		case err := <-work:
 			if err != nil && rctx.Err() == nil {
 				r.runErr = fmt.Errorf("workload: %w", err)
+				break loop
 			}
 			work = nil
+		case <-tick.C:
+			if work != nil {
+				continue
+			}
+			if ok, err := r.opts.Settled(rctx, r.direct, r.ns); err == nil && ok {
+				r.settled = true
+				break loop
+			}
 		case <-rctx.Done():
-		}
-		if work == nil || rctx.Err() != nil {
-			break
+			break loop
 		}
 	}
-	if r.runErr == nil {
-		_ = wait.PollUntilContextCancel(rctx, 50*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-			ok, err := r.opts.Settled(ctx, r.direct, r.ns)
-			if err != nil {
-				return false, nil
-			}
-			r.settled = ok
-			return ok, nil
-		})
+	// The workload ends with the run: it was handed rctx.
+	cancel()
+	if work != nil {
+		<-work
 	}
 	for _, obj := range r.opts.Kinds {
 		n, err := r.count(ctx, obj)
