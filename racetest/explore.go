@@ -419,6 +419,7 @@ type exploreRun struct {
 	// once the relist was served at its resourceVersion before.
 	travel   *exploreWrite
 	snapshot int
+	wentBack bool
 	evidence string
 	known    string
 	served   string
@@ -611,7 +612,18 @@ func (r *exploreRun) watchDeliveries(ctx context.Context, c cache.Cache) error {
 			r.seq++
 			key := client.ObjectKey{Namespace: m.GetNamespace(), Name: m.GetName()}
 			r.deliveries[key] = append(r.deliveries[key], delivery{seq: r.seq, rv: m.GetResourceVersion()})
+			// Once the view went back, it stays back for Hold, read or
+			// not, then catches up.
+			t := r.travel
+			back := t != nil && r.snapshot > 0 && !r.wentBack && key == t.key && older(m.GetResourceVersion(), t.after)
+			if back {
+				r.wentBack = true
+			}
 			r.mu.Unlock()
+			if back {
+				resource := r.resourceOf(obj)
+				time.AfterFunc(r.opts.Hold, func() { r.gate.release(resource) })
+			}
 		}
 	}
 	_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
@@ -1130,7 +1142,9 @@ func derivePlans(ref *exploreRun, max int) []Plan {
 		// A workload that waits for the controller between its two
 		// writes would wait for ever on a version never delivered.
 		next := workload[i+1+j]
-		if !slices.ContainsFunc(controller, func(x exploreWrite) bool { return x.kind == w.kind && x.key == w.key && x.seq > w.seq && x.seq < next.seq }) {
+		if !slices.ContainsFunc(controller, func(x exploreWrite) bool {
+			return x.kind == w.kind && x.key == w.key && x.seq > w.seq && x.seq < next.seq
+		}) {
 			add(UnobservedState, w)
 		}
 	}
