@@ -158,6 +158,8 @@ type PlanResult struct {
 	// Failures name each oracle that failed, in one sentence each.
 	Failures []string
 	Elapsed  time.Duration
+	// Namespace is where the run ran; Explore leaves it for inspection.
+	Namespace string
 	// Replay is the command that runs this plan alone.
 	Replay string
 }
@@ -305,7 +307,7 @@ func Explore(ctx context.Context, cfg *rest.Config, opts ExploreOptions) (*Explo
 				errMu.Unlock()
 				return
 			}
-			results[i] = PlanResult{Plan: p, Perturbation: r.evidence, Known: r.known, Served: r.served, Failures: r.failures(ref), Elapsed: r.elapsed, Replay: replay(opts.TestName, p.Name)}
+			results[i] = PlanResult{Plan: p, Perturbation: r.evidence, Known: r.known, Served: r.served, Failures: r.failures(ref), Elapsed: r.elapsed, Namespace: r.ns, Replay: replay(opts.TestName, p.Name)}
 		}()
 	}
 	wg.Wait()
@@ -530,9 +532,10 @@ func (r *exploreRun) startManager(ctx context.Context) (func(), error) {
 	r.mu.Lock()
 	gen := r.generation
 	r.mu.Unlock()
+	starts := &managerStarts{}
 	mgr, err := manager.New(r.cfg, manager.Options{
 		Scheme:                 r.opts.Scheme,
-		Logger:                 logr.New(&exploreSink{inner: ctrllog.Log.GetSink(), run: r}),
+		Logger:                 logr.New(&exploreSink{inner: ctrllog.Log.GetSink(), run: r, mgr: starts}),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{r.ns: {}}},
@@ -563,7 +566,7 @@ func (r *exploreRun) startManager(ctx context.Context) (func(), error) {
 		return nil, fmt.Errorf("explore %s: manager: %w", r.ns, err)
 	}
 	r.mapper = mgr.GetRESTMapper()
-	if err := r.opts.Setup(mgr); err != nil {
+	if err := r.opts.Setup(&setupManager{Manager: mgr, starts: starts}); err != nil {
 		return nil, fmt.Errorf("explore %s: setup: %w", r.ns, err)
 	}
 	mctx, cancel := context.WithCancel(ctx)
@@ -572,6 +575,12 @@ func (r *exploreRun) startManager(ctx context.Context) (func(), error) {
 	if !mgr.GetCache().WaitForCacheSync(mctx) {
 		cancel()
 		return nil, fmt.Errorf("explore %s: cache did not sync: %v", r.ns, <-done)
+	}
+	if err := wait.PollUntilContextTimeout(mctx, 10*time.Millisecond, r.opts.PlanTimeout, true, func(context.Context) (bool, error) {
+		return starts.started.Load() >= starts.controllers.Load(), nil
+	}); err != nil {
+		cancel()
+		return nil, fmt.Errorf("explore %s: %d of %d controllers started: %w", r.ns, starts.started.Load(), starts.controllers.Load(), errors.Join(err, <-done))
 	}
 	if err := r.watchDeliveries(mctx, mgr.GetCache()); err != nil {
 		cancel()

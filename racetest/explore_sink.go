@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"github.com/go-logr/logr"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 )
 
 // exploreSink is the log sink of a run's managers: it passes every line to
@@ -17,14 +19,46 @@ import (
 type exploreSink struct {
 	inner  logr.LogSink
 	run    *exploreRun
+	mgr    *managerStarts
 	values []any
+}
+
+// managerStarts counts a manager's controllers, as Setup adds them, and
+// those that started their workers, as they log it: a run's workload
+// starts once every controller has its sources synced, so that no event
+// of the workload reaches a controller only as part of an initial list.
+type managerStarts struct {
+	controllers, started atomic.Int32
+}
+
+// setupManager is the manager Setup is handed: it counts the controllers
+// added to it.
+type setupManager struct {
+	manager.Manager
+	starts *managerStarts
+}
+
+func (m *setupManager) Add(r manager.Runnable) error {
+	if _, ok := r.(interface{ GetLogger() logr.Logger }); ok {
+		m.starts.controllers.Add(1)
+	}
+	return m.Manager.Add(r)
 }
 
 func (s *exploreSink) Init(logr.RuntimeInfo) {}
 
-func (s *exploreSink) Enabled(level int) bool { return s.inner.Enabled(level) }
+// Enabled is true at every level: the lines Explore reads must reach it
+// whatever the wrapped logger keeps.
+func (s *exploreSink) Enabled(int) bool { return true }
 
-func (s *exploreSink) Info(level int, msg string, kv ...any) { s.inner.Info(level, msg, kv...) }
+func (s *exploreSink) Info(level int, msg string, kv ...any) {
+	if msg == "Starting workers" && s.mgr != nil {
+		s.mgr.started.Add(1)
+	}
+	if s.inner.Enabled(level) {
+		s.inner.Info(level, msg, kv...)
+	}
+}
 
 func (s *exploreSink) Error(err error, msg string, kv ...any) {
 	if err != nil && msg == "Reconciler error" {
@@ -36,11 +70,11 @@ func (s *exploreSink) Error(err error, msg string, kv ...any) {
 }
 
 func (s *exploreSink) WithValues(kv ...any) logr.LogSink {
-	return &exploreSink{inner: s.inner.WithValues(kv...), run: s.run, values: append(slices.Clone(s.values), kv...)}
+	return &exploreSink{inner: s.inner.WithValues(kv...), run: s.run, mgr: s.mgr, values: append(slices.Clone(s.values), kv...)}
 }
 
 func (s *exploreSink) WithName(name string) logr.LogSink {
-	return &exploreSink{inner: s.inner.WithName(name), run: s.run, values: s.values}
+	return &exploreSink{inner: s.inner.WithName(name), run: s.run, mgr: s.mgr, values: s.values}
 }
 
 // valueOf returns the last value of key in kv, "" when absent.
