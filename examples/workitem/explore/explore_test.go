@@ -190,8 +190,30 @@ func TestExploreWorkItem(t *testing.T) {
 		report := explore(t, env, w, 6*time.Second, func(mgr manager.Manager) error {
 			return ported.SetupWithManager(mgr, &naive.Controller{ConfigManager: &settings.Manager{}, Installer: w.installer, Variant: naive.Incident}, "ported", opts)
 		})
+		if replaying() {
+			return
+		}
+		// What still fails is logic that is wrong with a fresh cache too:
+		// the fifth status patch writes Deleted, and the finalizer's
+		// release that follows it is lost, to a crash or to an answer
+		// that never came. The next reconcile reads Deleted from a cache
+		// that is up to date, and `case PhaseDeleted: return
+		// ctrl.Result{}, nil` leaves the finalizer on: the item is never
+		// gone. No client can fix that: the phase it serves is the truth.
+		want := []string{
+			"ambiguous-write/WorkItem/status-patch#5",
+			"crash-after-write/WorkItem/status-patch#5",
+		}
+		var got []string
 		for _, p := range report.Failed() {
-			t.Logf("the drop-in port fails %s: %s", p.Plan.Name, strings.Join(p.Failures, "; "))
+			got = append(got, p.Plan.Name)
+			if p.Perturbation == "" || !failed(p, "liveness") {
+				t.Errorf("plan %s fails the drop-in port otherwise than by a perturbed run that never settles: %q %v", p.Plan.Name, p.Perturbation, p.Failures)
+			}
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			t.Errorf("the drop-in port fails %v, want %v", got, want)
 		}
 	})
 }
