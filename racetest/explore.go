@@ -51,7 +51,9 @@ type ExploreOptions struct {
 	// Workload drives the controller in namespace, through c (a client of
 	// the API server, not of the controller's cache): create, update,
 	// delete, waiting for what it needs. It must return within
-	// PlanTimeout.
+	// PlanTimeout. Its writes are recorded, for the plans that act on
+	// someone else's writes; a delete through c reads the object before
+	// and after, to know the versions around it.
 	Workload func(ctx context.Context, c client.Client, namespace string) error
 	// Settled reports whether the work is done in namespace; a run that
 	// does not settle within PlanTimeout fails the liveness oracle.
@@ -252,14 +254,17 @@ func (o ExploreOptions) validate() (ExploreOptions, error) {
 
 // Explore runs the controller Setup registers on the API server cfg
 // reaches (envtest), drives it with Workload, and looks for where it breaks
-// when its cache is behind. A reference run records what the controller
-// wrote and read; the plans derived from that trace each give it one stale
-// view a real cluster can produce (see PlanKind), in a namespace and a
-// manager of its own, and judge the run against the reference: it settles
-// within PlanTimeout (liveness), creates no more objects of a kind and
-// ends with as many of each of Kinds (safety). An error is returned for
-// invalid options, a control plane that fails, or a reference that does
-// not settle three times.
+// when its view of the cluster is behind. A reference run records what the
+// controller and the workload wrote and what the controller read; the plans
+// derived from that trace each give it one stale view a real cluster can
+// produce (see PlanKind), in a namespace and a manager of its own, and
+// judge the run against the reference: it settles within PlanTimeout
+// (liveness), no reconcile panics, it creates no more objects of a kind and
+// ends with as many of each of Kinds (safety, end state), it sends no more
+// writes with a precondition older than a version already answered (stale
+// writes), and each SideEffects count equals the reference's. An error is
+// returned for invalid options, a control plane that fails, or a reference
+// that does not settle, or panics, three times.
 func Explore(ctx context.Context, cfg *rest.Config, opts ExploreOptions) (*ExploreReport, error) {
 	opts, err := opts.validate()
 	if err != nil {
@@ -507,7 +512,7 @@ loop:
 	if r.opts.SideEffects != nil {
 		r.effects = r.opts.SideEffects(r.ns)
 	}
-	r.unobservedEvidence()
+	r.finalEvidence()
 	return nil
 }
 
@@ -968,11 +973,11 @@ func (r *exploreRun) schemeObject(gvk schema.GroupVersionKind) runtime.Object {
 	return o
 }
 
-// unobservedEvidence says, once the run is over, whether the withheld
+// finalEvidence says, once the run is over, whether the withheld
 // version was never delivered, and what the relist delivered instead;
 // and, for a time travel the controller did not read, what the informer
 // went back to.
-func (r *exploreRun) unobservedEvidence() {
+func (r *exploreRun) finalEvidence() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if p := r.plan; p != nil && p.Kind == UnobservedState && r.relisted > 0 {
