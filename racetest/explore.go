@@ -394,8 +394,11 @@ type exploreRun struct {
 	ns     string
 	plan   *Plan
 
-	gate   *viewGate
-	mapper meta.RESTMapper
+	gate *viewGate
+	// mapper is the running manager's; a crash replaces it while the
+	// workload writes.
+	mapperMu sync.Mutex
+	mapper   meta.RESTMapper
 	ctx    context.Context // ends with the run
 	bg     sync.WaitGroup  // the plan's goroutines, ended with the run
 
@@ -570,7 +573,9 @@ func (r *exploreRun) startManager(ctx context.Context) (func(), error) {
 	if err != nil {
 		return nil, fmt.Errorf("explore %s: manager: %w", r.ns, err)
 	}
+	r.mapperMu.Lock()
 	r.mapper = mgr.GetRESTMapper()
+	r.mapperMu.Unlock()
 	if err := r.opts.Setup(&setupManager{Manager: mgr, starts: starts}); err != nil {
 		return nil, fmt.Errorf("explore %s: setup: %w", r.ns, err)
 	}
@@ -668,8 +673,11 @@ func kindName(s *runtime.Scheme, obj runtime.Object) string {
 // watches.
 func (r *exploreRun) resourceOf(obj runtime.Object) string {
 	gvk, err := apiutil.GVKForObject(obj, r.opts.Scheme)
-	if err == nil && r.mapper != nil {
-		if m, err := r.mapper.RESTMapping(gvk.GroupKind(), gvk.Version); err == nil {
+	r.mapperMu.Lock()
+	mapper := r.mapper
+	r.mapperMu.Unlock()
+	if err == nil && mapper != nil {
+		if m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version); err == nil {
 			return m.Resource.Resource
 		}
 	}

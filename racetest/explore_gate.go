@@ -3,7 +3,6 @@ package racetest
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -236,9 +235,6 @@ func (s *gatedStream) Read(p []byte) (int, error) {
 		return 0, io.ErrClosedPipe
 	}
 	if s.isBroken() {
-		return 0, errStreamBroken
-	}
-	if err != nil && !errors.Is(err, io.EOF) && s.isBroken() {
 		return 0, errStreamBroken
 	}
 	return n, err
