@@ -399,8 +399,8 @@ type exploreRun struct {
 	// workload writes.
 	mapperMu sync.Mutex
 	mapper   meta.RESTMapper
-	ctx    context.Context // ends with the run
-	bg     sync.WaitGroup  // the plan's goroutines, ended with the run
+	ctx      context.Context // ends with the run
+	bg       sync.WaitGroup  // the plan's goroutines, ended with the run
 
 	mu         sync.Mutex
 	writes     []exploreWrite
