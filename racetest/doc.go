@@ -139,10 +139,10 @@
 //     resourceVersion precondition, an update's or an optimistic-lock
 //     patch's, is older than one a write of the same object had been
 //     answered with by the same manager), and SideEffects (each count equal
-//     to the reference's). The reference is the cleanest of three
-//     unperturbed runs (the fewest creates, then the fewest writes, among
-//     those that settle without a panic); when none does, Explore returns
-//     an error, not a report. Invalid options are an
+//     to the reference's). The reference is the cleaner of two unperturbed
+//     runs that settle without a panic (the fewer creates, then the fewer
+//     writes), out of at most five; when none does, Explore returns an
+//     error, not a report. Invalid options are an
 //     ErrExploreOptions error before the API server is reached.
 //   - Explored runs start their workload once every controller Setup added
 //     has synced its sources, so that no write of the workload reaches a
