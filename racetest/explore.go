@@ -65,7 +65,10 @@ type ExploreOptions struct {
 	// PlanTimeout bounds one run, workload and settling; 10 s when zero.
 	PlanTimeout time.Duration
 	// Hold is how long a held watch stays held after the controller's read
-	// that it made stale; 500 ms when zero.
+	// that it made stale, and how long a time travel's older view lasts;
+	// 500 ms when zero. A watch held for a read (or, in UnobservedState,
+	// a workload's write) that never comes is let go after 3×Hold+1 s or
+	// half of PlanTimeout, whichever is longer.
 	Hold time.Duration
 	// MaxPlans bounds the plans derived from the reference; 64 when zero.
 	MaxPlans int
