@@ -193,9 +193,9 @@
 //     against a version held in a map) would not happen after a real
 //     restart, which loses it.
 //   - Unobserved state is planned on the workload's writes only, where the
-//     workload writes the object again without waiting for the controller
-//     in between (in the reference); a workload that waits on the
-//     controller between two writes gives no such plan.
+//     workload wrote the object again within Hold (in the reference); a
+//     workload that waits on the controller between two writes gives no
+//     such plan.
 //   - A plan is named by the n-th write of a verb on a kind, so a replay
 //     acts at the same write when the run takes the same path; a run that
 //     takes another path says so ("its perturbation did not happen") and is

@@ -403,6 +403,7 @@ type exploreWrite struct {
 	before     string // the object's resourceVersion the writer held; "" for a create
 	after      string // resourceVersion answered; "" on error
 	reconcile  string // the reconcile that wrote, "" outside one
+	at         time.Time
 }
 
 type exploreRead struct {
@@ -830,7 +831,7 @@ func (r *exploreRun) write(ctx context.Context, by string, gen int, verb string,
 		r.gate.hold(resource)
 	}
 	err := do()
-	w := exploreWrite{by: by, kind: kind, verb: verb, gvk: gvk, key: client.ObjectKeyFromObject(obj), ordinal: ord, before: before, reconcile: reconcile}
+	w := exploreWrite{by: by, kind: kind, verb: verb, gvk: gvk, key: client.ObjectKeyFromObject(obj), ordinal: ord, before: before, reconcile: reconcile, at: time.Now()}
 	if strings.HasSuffix(verb, "create") {
 		w.before = ""
 	}
@@ -1142,8 +1143,8 @@ func sortedKeys(m map[string]int) []string {
 
 // derivePlans reads the reference's trace: a write followed by a cached Get
 // of its object gives a stale-read plan, a create or delete followed by a
-// List of its kind a stale-list plan; a workload's write followed by its
-// next write of the same object an unobserved-state plan; a write of an
+// List of its kind a stale-list plan; a workload's write followed within
+// Hold by its next write of the same object an unobserved-state plan; a write of an
 // existing object the controller reads again (the workload's, and the
 // controller's first of each verb) a time-travel plan; and each of the
 // controller's first five writes of a kind and verb an ambiguous-write and
@@ -1204,11 +1205,9 @@ func derivePlans(ref *exploreRun, max int) []Plan {
 			continue
 		}
 		// A workload that waits for the controller between its two
-		// writes would wait for ever on a version never delivered.
-		next := workload[i+1+j]
-		if !slices.ContainsFunc(controller, func(x exploreWrite) bool {
-			return x.kind == w.kind && x.key == w.key && x.seq > w.seq && x.seq < next.seq
-		}) {
+		// writes would wait for ever on a version never delivered: the
+		// writes must have followed each other within Hold.
+		if next := workload[i+1+j]; next.at.Sub(w.at) < ref.opts.Hold {
 			add(UnobservedState, w)
 		}
 	}
