@@ -199,7 +199,11 @@ func TestExploreWorkItem(t *testing.T) {
 		// that never came. The next reconcile reads Deleted from a cache
 		// that is up to date, and `case PhaseDeleted: return
 		// ctrl.Result{}, nil` leaves the finalizer on: the item is never
-		// gone. No client can fix that: the phase it serves is the truth.
+		// gone. After the 500, a retry may instead read Deleting, before
+		// the client has read the applied patch back, and run the
+		// uninstall again: the installer reports it done twice. No client
+		// can make either plan pass: one that knows the patch was applied
+		// serves Deleted, and the reconcile stops.
 		want := []string{
 			"ambiguous-write/WorkItem/status-patch#5",
 			"crash-after-write/WorkItem/status-patch#5",
@@ -207,8 +211,9 @@ func TestExploreWorkItem(t *testing.T) {
 		var got []string
 		for _, p := range report.Failed() {
 			got = append(got, p.Plan.Name)
-			if p.Perturbation == "" || !failed(p, "liveness") {
-				t.Errorf("plan %s fails the drop-in port otherwise than by a perturbed run that never settles: %q %v", p.Plan.Name, p.Perturbation, p.Failures)
+			why := failed(p, "liveness") || (p.Plan.Kind == racetest.AmbiguousWrite && failed(p, "side effect"))
+			if p.Perturbation == "" || !why {
+				t.Errorf("plan %s fails the drop-in port otherwise than by a perturbed run that never settles (or, after the 500, uninstalls twice): %q %v", p.Plan.Name, p.Perturbation, p.Failures)
 			}
 		}
 		slices.Sort(got)
