@@ -905,6 +905,16 @@ func (r *exploreRun) write(ctx context.Context, by string, gen int, verb string,
 		r.mu.Unlock()
 		r.setEvidence(fmt.Sprintf("the manager stopped right after %s of %s %s was answered resourceVersion %s, and a new one (fresh memory and cache) took over", writer(&w), kind, w.key, w.after), w.after, "")
 		close(r.crash)
+		// A crashed process runs nothing after the write: the reconcile
+		// waits here until its manager is stopped, so that it calls no
+		// external system (a side effect) a real crash would not have.
+		// PlanTimeout bounds the wait for a write made with a context
+		// the manager does not end.
+		select {
+		case <-ctx.Done():
+		case <-time.After(r.opts.PlanTimeout):
+		}
+		return fmt.Errorf("racetest explore: the manager crashed: %w", context.Canceled)
 	}
 	return err
 }
