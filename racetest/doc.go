@@ -123,9 +123,11 @@
 //     server's own history) and holds the watch from there for Hold. A
 //     crash stops the manager right after the write succeeded, cuts it off
 //     the server (its later writes fail and are not sent) and starts a new
-//     one; the reconcile that made the write is held until its manager
-//     has stopped, so that it calls nothing a crashed process would not. An
-//     ambiguous write is applied, then answered with a 500.
+//     one; the reconcile that made the write waits until its manager is
+//     stopping and is then ended by a panic controller-runtime recovers
+//     (not a finding), so that no line after the write runs, as none would
+//     after a real crash. An ambiguous write is applied, then answered with
+//     a 500.
 //   - Explored plans prove themselves: a plan's Perturbation is set only
 //     from what happened, with Known and Served the versions it set apart
 //     (the version the controller had been answered and the older one its

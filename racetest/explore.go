@@ -502,7 +502,7 @@ func (r *exploreRun) run(ctx context.Context) error {
 	defer r.gate.releaseAll()
 
 	work := make(chan error, 1)
-	workload := interceptor.NewClient(r.direct, r.funcs(byWorkload, 0))
+	workload := interceptor.NewClient(r.direct, r.funcs(byWorkload, 0, nil))
 	go func() { work <- r.opts.Workload(rctx, workload, r.ns) }()
 	crashed := r.crash
 	tick := time.NewTicker(50 * time.Millisecond)
@@ -577,6 +577,8 @@ func (r *exploreRun) startManager(ctx context.Context) (func(), error) {
 	gen := r.generation
 	r.mu.Unlock()
 	starts := &managerStarts{}
+	// The manager's context: a crash plan's write waits on it.
+	mctx, cancel := context.WithCancel(ctx)
 	mgr, err := manager.New(r.cfg, manager.Options{
 		Scheme:                 r.opts.Scheme,
 		Logger:                 logr.New(&exploreSink{inner: ctrllog.Log.GetSink(), run: r, mgr: starts}),
@@ -603,19 +605,20 @@ func (r *exploreRun) startManager(ctx context.Context) (func(), error) {
 			if err != nil {
 				return nil, err
 			}
-			return interceptor.NewClient(c, r.funcs(byController, gen)), nil
+			return interceptor.NewClient(c, r.funcs(byController, gen, mctx.Done())), nil
 		},
 	})
 	if err != nil {
+		cancel()
 		return nil, fmt.Errorf("explore %s: manager: %w", r.ns, err)
 	}
 	r.mapperMu.Lock()
 	r.mapper = mgr.GetRESTMapper()
 	r.mapperMu.Unlock()
 	if err := r.opts.Setup(&setupManager{Manager: mgr, starts: starts}); err != nil {
+		cancel()
 		return nil, fmt.Errorf("explore %s: setup: %w", r.ns, err)
 	}
-	mctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(mctx) }()
 	if !mgr.GetCache().WaitForCacheSync(mctx) {
@@ -722,28 +725,28 @@ func (r *exploreRun) resourceOf(obj runtime.Object) string {
 
 // funcs intercept the writes of by: they record them and carry out the
 // plan at its write.
-func (r *exploreRun) funcs(by string, gen int) interceptor.Funcs {
+func (r *exploreRun) funcs(by string, gen int, stopped <-chan struct{}) interceptor.Funcs {
 	return interceptor.Funcs{
 		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
-			return r.write(ctx, by, gen, "create", obj, "", func() error { return c.Create(ctx, obj, opts...) })
+			return r.write(ctx, by, gen, stopped, "create", obj, "", func() error { return c.Create(ctx, obj, opts...) })
 		},
 		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
-			return r.write(ctx, by, gen, "update", obj, obj.GetResourceVersion(), func() error { return c.Update(ctx, obj, opts...) })
+			return r.write(ctx, by, gen, stopped, "update", obj, obj.GetResourceVersion(), func() error { return c.Update(ctx, obj, opts...) })
 		},
 		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
-			return r.write(ctx, by, gen, "patch", obj, patchPrecondition(obj, patch), func() error { return c.Patch(ctx, obj, patch, opts...) })
+			return r.write(ctx, by, gen, stopped, "patch", obj, patchPrecondition(obj, patch), func() error { return c.Patch(ctx, obj, patch, opts...) })
 		},
 		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
 			if by == byWorkload {
 				return r.workloadDelete(ctx, c, obj, opts...)
 			}
-			return r.write(ctx, by, gen, "delete", obj, "", func() error { return c.Delete(ctx, obj, opts...) })
+			return r.write(ctx, by, gen, stopped, "delete", obj, "", func() error { return c.Delete(ctx, obj, opts...) })
 		},
 		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
-			return r.write(ctx, by, gen, sub+"-update", obj, obj.GetResourceVersion(), func() error { return c.SubResource(sub).Update(ctx, obj, opts...) })
+			return r.write(ctx, by, gen, stopped, sub+"-update", obj, obj.GetResourceVersion(), func() error { return c.SubResource(sub).Update(ctx, obj, opts...) })
 		},
 		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
-			return r.write(ctx, by, gen, sub+"-patch", obj, patchPrecondition(obj, patch), func() error { return c.SubResource(sub).Patch(ctx, obj, patch, opts...) })
+			return r.write(ctx, by, gen, stopped, sub+"-patch", obj, patchPrecondition(obj, patch), func() error { return c.SubResource(sub).Patch(ctx, obj, patch, opts...) })
 		},
 	}
 }
@@ -756,14 +759,14 @@ func (r *exploreRun) workloadDelete(ctx context.Context, c client.WithWatch, obj
 	o, err := r.opts.Scheme.New(r.gvkOf(obj))
 	live, ok := o.(client.Object)
 	if err != nil || !ok {
-		return r.write(ctx, byWorkload, 0, "delete", obj, "", func() error { return c.Delete(ctx, obj, opts...) })
+		return r.write(ctx, byWorkload, 0, nil, "delete", obj, "", func() error { return c.Delete(ctx, obj, opts...) })
 	}
 	key := client.ObjectKeyFromObject(obj)
 	if err := c.Get(ctx, key, live); err == nil {
 		obj = obj.DeepCopyObject().(client.Object)
 		obj.SetResourceVersion(live.GetResourceVersion())
 	}
-	return r.write(ctx, byWorkload, 0, "delete", obj, "", func() error {
+	return r.write(ctx, byWorkload, 0, nil, "delete", obj, "", func() error {
 		if err := c.Delete(ctx, obj, opts...); err != nil {
 			return err
 		}
@@ -800,14 +803,14 @@ func patchPrecondition(obj client.Object, patch client.Patch) string {
 	return p.Metadata.ResourceVersion
 }
 
-func (r *exploreRun) write(ctx context.Context, by string, gen int, verb string, obj client.Object, precondition string, do func() error) error {
+func (r *exploreRun) write(ctx context.Context, by string, gen int, stopped <-chan struct{}, verb string, obj client.Object, precondition string, do func() error) error {
 	r.mu.Lock()
 	crashed := by == byController && gen != r.generation
 	r.mu.Unlock()
 	if crashed {
 		// A crashed manager's process is gone: what it still tries to
 		// write never reaches the server.
-		return fmt.Errorf("racetest explore: the manager crashed: %w", context.Canceled)
+		return errCrashed
 	}
 	kind := kindName(r.opts.Scheme, obj)
 	gvk, _ := apiutil.GVKForObject(obj, r.opts.Scheme)
@@ -906,18 +909,25 @@ func (r *exploreRun) write(ctx context.Context, by string, gen int, verb string,
 		r.setEvidence(fmt.Sprintf("the manager stopped right after %s of %s %s was answered resourceVersion %s, and a new one (fresh memory and cache) took over", writer(&w), kind, w.key, w.after), w.after, "")
 		close(r.crash)
 		// A crashed process runs nothing after the write: the reconcile
-		// waits here until its manager is stopped, so that it calls no
-		// external system (a side effect) a real crash would not have.
-		// PlanTimeout bounds the wait for a write made with a context
-		// the manager does not end.
+		// waits here until its manager is stopping, and then ends by a
+		// panic controller-runtime recovers (not a finding), so that no
+		// line after the write runs, and no external system is called, as
+		// none would be after a real crash. Outside a reconcile the write
+		// returns an error instead.
 		select {
 		case <-ctx.Done():
-		case <-time.After(r.opts.PlanTimeout):
+		case <-stopped:
 		}
-		return fmt.Errorf("racetest explore: the manager crashed: %w", context.Canceled)
+		if reconcile != "" {
+			panic(errCrashed)
+		}
+		return errCrashed
 	}
 	return err
 }
+
+// errCrashed ends a crashed manager's reconcile and refuses its writes.
+var errCrashed = fmt.Errorf("racetest explore: the manager crashed: %w", context.Canceled)
 
 // holdLimit is how long a held watch waits for the read (or the write)
 // that ends it: a controller that reads only when it is woken, or requeued,

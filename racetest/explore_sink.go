@@ -62,7 +62,7 @@ func (s *exploreSink) Info(level int, msg string, kv ...any) {
 
 func (s *exploreSink) Error(err error, msg string, kv ...any) {
 	if err != nil && msg == "Reconciler error" {
-		if e := err.Error(); strings.HasPrefix(e, "panic: ") && strings.HasSuffix(e, " [recovered]") {
+		if e := err.Error(); strings.HasPrefix(e, "panic: ") && strings.HasSuffix(e, " [recovered]") && !strings.Contains(e, errCrashed.Error()) {
 			s.run.panicked(append(slices.Clone(s.values), kv...), strings.TrimSuffix(strings.TrimPrefix(e, "panic: "), " [recovered]"))
 		}
 	}
