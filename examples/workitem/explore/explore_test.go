@@ -92,9 +92,10 @@ func (w *world) sideEffects(ns string) map[string]int {
 	return map[string]int{"uninstalls reported done": w.installer.Uninstalled(uid)}
 }
 
-func explore(t *testing.T, env *testenv.Env, w *world, timeout time.Duration, setup func(mgr manager.Manager) error) *racetest.ExploreReport {
+func explore(t *testing.T, env *testenv.Env, w *world, timeout time.Duration, setup func(mgr manager.Manager) error, plans ...string) *racetest.ExploreReport {
 	t.Helper()
 	report, err := racetest.Explore(t.Context(), env.Config, racetest.ExploreOptions{
+		Plans:       plans,
 		Scheme:      scenario.Scheme(),
 		Setup:       setup,
 		Workload:    w.workload,
@@ -129,7 +130,6 @@ func TestExploreWorkItem(t *testing.T) {
 	env := testenv.Start(t, testenv.Options{CRDDirectoryPaths: []string{"../config/crd"}})
 	opts := controller.Options{}
 	t.Run("naive", func(t *testing.T) {
-		t.Parallel()
 		w := newWorld()
 		// Its stuck plans are the findings and wait out the timeout; a
 		// settled run takes under 3 s.
@@ -153,15 +153,15 @@ func TestExploreWorkItem(t *testing.T) {
 		}
 	})
 	t.Run("racesafe", func(t *testing.T) {
-		t.Parallel()
 		w := newWorld()
-		report := explore(t, env, w, 10*time.Second, func(mgr manager.Manager) error {
+		setup := func(mgr manager.Manager) error {
 			r, err := reconciler.New(mgr, reconciler.Options{Installer: w.installer, Interval: requeue.Fixed(time.Second)})
 			if err != nil {
 				return err
 			}
 			return r.SetupWithManager(mgr, "racesafe", opts)
-		})
+		}
+		report := explore(t, env, w, 10*time.Second, setup)
 		for _, p := range report.Failed() {
 			t.Errorf("plan %s failed on the full port: %s", p.Plan.Name, strings.Join(p.Failures, "; "))
 		}
@@ -173,9 +173,25 @@ func TestExploreWorkItem(t *testing.T) {
 		// went back, the write was answered with a 500, the manager was
 		// replaced; and the full port survived each.
 		happened := map[racetest.PlanKind]bool{}
+		var missed []string
 		for _, p := range report.Plans {
 			if p.Perturbation != "" {
 				happened[p.Plan.Kind] = true
+			} else {
+				missed = append(missed, p.Plan.Name)
+			}
+		}
+		// Whether a plan's write comes, and is read after, depends on the
+		// path a run takes: the plans that did not happen get a second
+		// run.
+		if len(missed) > 0 {
+			for _, p := range explore(t, env, w, 10*time.Second, setup, missed...).Plans {
+				if p.Failed() {
+					t.Errorf("plan %s failed on the full port: %s", p.Plan.Name, strings.Join(p.Failures, "; "))
+				}
+				if p.Perturbation != "" {
+					happened[p.Plan.Kind] = true
+				}
 			}
 		}
 		for _, k := range []racetest.PlanKind{racetest.StaleReadAfterWrite, racetest.StaleListAfterCreate, racetest.UnobservedState, racetest.TimeTravel, racetest.AmbiguousWrite, racetest.CrashAfterWrite} {
@@ -185,7 +201,6 @@ func TestExploreWorkItem(t *testing.T) {
 		}
 	})
 	t.Run("ported", func(t *testing.T) {
-		t.Parallel()
 		w := newWorld()
 		report := explore(t, env, w, 6*time.Second, func(mgr manager.Manager) error {
 			return ported.SetupWithManager(mgr, &naive.Controller{ConfigManager: &settings.Manager{}, Installer: w.installer, Variant: naive.Incident}, "ported", opts)
