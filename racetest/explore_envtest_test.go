@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -52,17 +53,21 @@ type mirror struct {
 	answered map[types.UID]string // copy -> resourceVersion answered
 }
 
-type mirrorKind struct{ welcome, monotonic, careful bool }
+// ack: after each attempt to update the copy, answered or not, an external
+// system is told (a side effect counted per namespace): a line a crashed
+// process never runs.
+type mirrorKind struct{ welcome, monotonic, careful, ack bool }
 
 type mirrorLog struct {
 	mu        sync.Mutex
 	welcomes  map[string]int
+	acks      map[string]int
 	delivered map[string][]string // namespace -> owner versions the predicate saw
 	reads     map[string][]string // namespace -> owner versions reconciles read
 }
 
 func newMirrorLog() *mirrorLog {
-	return &mirrorLog{welcomes: map[string]int{}, delivered: map[string][]string{}, reads: map[string][]string{}}
+	return &mirrorLog{welcomes: map[string]int{}, acks: map[string]int{}, delivered: map[string][]string{}, reads: map[string][]string{}}
 }
 
 func (l *mirrorLog) deliver(o client.Object) {
@@ -78,7 +83,7 @@ func (l *mirrorLog) deliver(o client.Object) {
 func (l *mirrorLog) sideEffects(ns string) map[string]int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return map[string]int{"welcomes sent": l.welcomes[ns]}
+	return map[string]int{"welcomes sent": l.welcomes[ns], "updates reported": l.acks[ns]}
 }
 
 func olderRV(a, b string) bool {
@@ -163,7 +168,14 @@ func (m *mirror) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, 
 		return ctrl.Result{}, nil
 	}
 	cp.Data = map[string][]byte{"v": []byte(owner.Data["v"])}
-	if err := m.Update(ctx, cp); err != nil {
+	err := m.Update(ctx, cp)
+	if m.ack {
+		// Every attempt is reported, answered or not.
+		m.log.mu.Lock()
+		m.log.acks[req.Namespace]++
+		m.log.mu.Unlock()
+	}
+	if err != nil {
 		return ctrl.Result{}, err
 	}
 	m.remember(cp)
@@ -266,6 +278,15 @@ func checkPerturbation(t *testing.T, p racetest.PlanResult, delivered, reads []s
 	}
 }
 
+func mustAtoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
 func failedOn(p racetest.PlanResult, oracle string) bool {
 	return slices.ContainsFunc(p.Failures, func(f string) bool { return strings.HasPrefix(f, oracle+":") })
 }
@@ -306,6 +327,22 @@ func TestExploreEnvtest(t *testing.T) {
 		p := exploreMirror(t, env, mirrorKind{careful: true}, "time-travel/ConfigMap/workload-patch#1")
 		if p.Failed() {
 			t.Errorf("a controller that copies the present failed: %v", p.Failures)
+		}
+	})
+	t.Run("CrashRunsNothingAfterTheWrite", func(t *testing.T) {
+		t.Parallel()
+		// The crashed manager's reconcile never reports the update it
+		// made, and the next manager finds the copy up to date: one
+		// report fewer than the reference.
+		p := exploreMirror(t, env, mirrorKind{careful: true, ack: true}, "crash-after-write/Secret/update#1")
+		want := regexp.MustCompile(`^side effect: updates reported counted (\d+), the reference (\d+)$`)
+		i := slices.IndexFunc(p.Failures, want.MatchString)
+		if i < 0 {
+			t.Fatalf("the line after the crashed write ran: %v", p.Failures)
+		}
+		m := want.FindStringSubmatch(p.Failures[i])
+		if got, ref := m[1], m[2]; fmt.Sprint(mustAtoi(t, ref)-1) != got {
+			t.Errorf("reported %s, want one fewer than the reference's %s", got, ref)
 		}
 	})
 	t.Run("StaleReadIsWrittenBackWithAStalePrecondition", func(t *testing.T) {
