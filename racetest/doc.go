@@ -38,12 +38,18 @@
 //     ([Classify] names them), for "API calls per transition" in benchmarks.
 //   - [Explore] finds where a controller breaks when its cache is behind,
 //     without being told where to look: given the controller's setup, a
-//     workload and a settled predicate, it records a reference run, derives
-//     plans from what the controller wrote and read, runs each plan in a
-//     namespace and a manager of its own, and reports the plans whose runs
-//     do not settle, create more than the reference, or end in another
-//     state, each with the perturbation in one sentence and the command
-//     that replays it (RACESAFE_EXPLORE_PLAN).
+//     workload and a settled predicate, it records a reference run (what
+//     each reconcile read and wrote, at which resourceVersions), derives
+//     plans from that trace, runs each plan in a namespace and a manager of
+//     its own, and reports the plans whose runs fail an oracle, each with
+//     the perturbation in one sentence (which reconcile, which read or
+//     write, which version was served and which was known) and the command
+//     that replays it alone (RACESAFE_EXPLORE_PLAN). Its plan kinds are the
+//     stale views a real cluster gives a controller: a stale read of its
+//     own write, a stale List after its create or delete, a version of
+//     someone else's write never delivered (unobserved state), a view that
+//     goes back to an older snapshot (time travel), a crash between two
+//     writes, and a write applied but answered with an error.
 //   - [WithoutRateLimit] returns a copy of a *rest.Config with client-go's
 //     client-side rate limit turned off, so that a burst of reconciles is
 //     paced by the API server and the controller, not by a token bucket.
@@ -107,16 +113,44 @@
 //     holding the watch stream of the written kind, from before the write
 //     is sent until the controller has read what the plan makes stale (and
 //     Hold after), so the events keep their order and everything behind the
-//     held one waits too, as behind a lagging watch; a plan reports, as its
-//     Perturbation, the version its cache served and the one the controller
-//     had written, or the List that lacked (or still showed) the object. A
-//     crash stops the manager right after the write succeeded and starts a
-//     new one; an ambiguous write is applied, then answered with a 500.
+//     held one waits too, as behind a lagging watch. Unobserved state holds
+//     the stream from before the workload's write until its next write of
+//     the object, then breaks it; the resuming watch is answered 410 Gone and
+//     the informer relists: the first write's version is never delivered.
+//     Time travel breaks the stream once the informer has delivered the
+//     version a write made, serves the relist at the object's
+//     resourceVersion before that write (an exact list, from the API
+//     server's own history) and holds the watch from there for Hold. A
+//     crash stops the manager right after the write succeeded, cuts it off
+//     the server (its later writes fail and are not sent) and starts a new
+//     one; the reconcile that made the write waits until its manager is
+//     stopping and is then ended by a panic controller-runtime recovers
+//     (not a finding), so that no line after the write runs, as none would
+//     after a real crash. An ambiguous write is applied, then answered with
+//     a 500.
+//   - Explored plans prove themselves: a plan's Perturbation is set only
+//     from what happened, with Known and Served the versions it set apart
+//     (the version the controller had been answered and the older one its
+//     cache served; the version never delivered and the one the relist
+//     delivered; the version the informer had delivered and the snapshot it
+//     went back to). A run that took another path says so and is not a test
+//     of the plan.
 //   - Explored plans are judged against the reference: liveness (settled
-//     within PlanTimeout), safety (no more creates of a kind than the
-//     reference), and the end state (as many objects of each of Kinds).
-//     Invalid options are an ErrExploreOptions error before the API server
-//     is reached.
+//     within PlanTimeout), panics (a recovered reconcile panic fails the
+//     plan, naming the reconcile and the value), safety (no more creates of
+//     a kind than the reference), the end state (as many objects of each of
+//     Kinds), stale writes (no more writes than the reference whose
+//     resourceVersion precondition, an update's or an optimistic-lock
+//     patch's, is older than one a write of the same object had been
+//     answered with by the same manager), and SideEffects (each count equal
+//     to the reference's). The reference is the cleaner of two unperturbed
+//     runs that settle without a panic (the fewer creates, then the fewer
+//     writes), out of at most five; when none does, Explore returns an
+//     error, not a report. Invalid options are an
+//     ErrExploreOptions error before the API server is reached.
+//   - Explored runs start their workload once every controller Setup added
+//     has synced its sources, so that no write of the workload reaches a
+//     controller only as part of an initial list.
 //   - Safe for concurrent use: Faults, WatchFaults, Counter,
 //     APIServerRestarter and Replicas; a lagged
 //     body may be closed while a Read waits, which then returns at once.
@@ -146,16 +180,36 @@
 //     stopped, with its requests failing, and Failover waits for it to
 //     return. Its events still pass, or its event broadcaster would retry
 //     for minutes and outlive it.
-//   - Explore does not yet deliver only the last of several versions
-//     another writer made (Sieve's unobserved state) or relist from an
-//     older snapshot (time travel); its plans are stale reads, stale
-//     Lists, crashes between writes and ambiguous writes. A plan is named by
-//     the n-th write of a verb on a kind, so a replay acts at the same write
-//     when the run takes the same path; a run that takes another path says
-//     so ("its write did not come in this run") and is not a test of the
-//     plan. A plan whose run stalls past PlanTimeout counts as a liveness
-//     failure even where a slower machine would have settled: give
-//     PlanTimeout room.
+//   - Explore's time travel departs from resourceVersion order, which an
+//     informer otherwise keeps: within one run of client-go's reflector a
+//     relist is no older than what it had seen (kubernetes/kubernetes#59848,
+//     fixed by pull request #83520), and Explore serves it older anyway. A
+//     real cluster gives a controller that view across a restart or a
+//     failover: the new process's first list, sent at resourceVersion "0",
+//     is served from the watch cache of an API server that lags
+//     (kubernetes/kubernetes#97294), so its reconciles read objects older
+//     than the ones the process before it read and wrote. client-go sends
+//     that list before v0.35, and since then with its WatchListClient
+//     feature turned off; with it on, the first list is a consistent stream
+//     and the window closes. Explore keeps the process, and its memory,
+//     through the travel: a controller that passes the plan passes the
+//     restart too, but a failure that rests on memory alone (a check
+//     against a version held in a map) would not happen after a real
+//     restart, which loses it.
+//   - Unobserved state is planned on the workload's writes only, where the
+//     workload wrote the object again within Hold (in the reference); a
+//     workload that waits on the controller between two writes gives no
+//     such plan.
+//   - A plan is named by the n-th write of a verb on a kind, so a replay
+//     acts at the same write when the run takes the same path; a run that
+//     takes another path says so ("its perturbation did not happen") and is
+//     not a test of the plan. A plan whose run stalls past PlanTimeout
+//     counts as a liveness failure even where a slower machine would have
+//     settled: give PlanTimeout room. Reconciles are numbered per request in
+//     the order they first read or wrote, which is what the report names.
+//   - Panics are seen only when recovered: Explore sets RecoverPanic on its
+//     managers, and a controller whose options set it to false crashes the
+//     test binary instead.
 //   - It is for tests. Nothing here belongs in a production binary.
 //
 // # A controller whose cache lags

@@ -333,7 +333,12 @@ func ExampleExplore() {
 			err := c.List(ctx, &children, client.InNamespace(ns))
 			return len(children.Items) == 1, err
 		},
-		Kinds:    []client.Object{&corev1.Secret{}},
+		Kinds: []client.Object{&corev1.Secret{}},
+		// What the controller does outside the API server, per namespace:
+		// each count must equal the reference run's.
+		SideEffects: func(ns string) map[string]int {
+			return map[string]int{"messages sent": 0} // read from the fake the controller calls
+		},
 		TestName: "TestExplore",
 	})
 	if err != nil {
@@ -342,4 +347,33 @@ func ExampleExplore() {
 	for _, p := range report.Failed() {
 		fmt.Println(p.Plan.Name, p.Failures, p.Replay)
 	}
+}
+
+// ExploreReport.String is what a test logs: each failing plan with the
+// perturbation in one sentence, the oracles it failed and the command that
+// replays it alone; then each passing plan on one line.
+func ExampleExploreReport_String() {
+	report := &racetest.ExploreReport{
+		Elapsed:   42 * time.Second,
+		Reference: racetest.PlanResult{Elapsed: 600 * time.Millisecond},
+		Plans: []racetest.PlanResult{{
+			Plan:         racetest.Plan{Name: "stale-read-after-write/WorkItem/status-patch#4", Kind: racetest.StaleReadAfterWrite},
+			Perturbation: "reconcile #4 of ns/item (controller naive) read WorkItem ns/item from its cache at resourceVersion 941, after the status-patch in reconcile #4 of ns/item (controller naive) of it had been answered resourceVersion 943",
+			Failures:     []string{"liveness: the work did not settle within 6s"},
+			Elapsed:      6 * time.Second,
+			Replay:       "RACESAFE_EXPLORE_PLAN='stale-read-after-write/WorkItem/status-patch#4' go test -run '^TestExplore$' .",
+		}, {
+			Plan:         racetest.Plan{Name: "crash-after-write/WorkItem/patch#1", Kind: racetest.CrashAfterWrite},
+			Perturbation: "the manager stopped right after the patch in reconcile #1 of ns/item (controller naive) of WorkItem ns/item was answered resourceVersion 737, and a new one (fresh memory and cache) took over",
+			Elapsed:      time.Second,
+		}},
+	}
+	fmt.Print(report)
+	// Output:
+	// explored 2 plans in 42s (reference 600ms)
+	// FAIL stale-read-after-write/WorkItem/status-patch#4 (6s)
+	//   perturbation: reconcile #4 of ns/item (controller naive) read WorkItem ns/item from its cache at resourceVersion 941, after the status-patch in reconcile #4 of ns/item (controller naive) of it had been answered resourceVersion 943
+	//   oracle: liveness: the work did not settle within 6s
+	//   replay: RACESAFE_EXPLORE_PLAN='stale-read-after-write/WorkItem/status-patch#4' go test -run '^TestExplore$' .
+	// ok   crash-after-write/WorkItem/patch#1 (1s): the manager stopped right after the patch in reconcile #1 of ns/item (controller naive) of WorkItem ns/item was answered resourceVersion 737, and a new one (fresh memory and cache) took over
 }

@@ -2,9 +2,11 @@ package racetest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"os"
 	"slices"
 	"sort"
@@ -13,20 +15,25 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/config"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 )
@@ -44,7 +51,9 @@ type ExploreOptions struct {
 	// Workload drives the controller in namespace, through c (a client of
 	// the API server, not of the controller's cache): create, update,
 	// delete, waiting for what it needs. It must return within
-	// PlanTimeout.
+	// PlanTimeout. Its writes are recorded, for the plans that act on
+	// someone else's writes; a delete through c reads the object before
+	// and after, to know the versions around it.
 	Workload func(ctx context.Context, c client.Client, namespace string) error
 	// Settled reports whether the work is done in namespace; a run that
 	// does not settle within PlanTimeout fails the liveness oracle.
@@ -56,9 +65,12 @@ type ExploreOptions struct {
 	// PlanTimeout bounds one run, workload and settling; 10 s when zero.
 	PlanTimeout time.Duration
 	// Hold is how long a held watch stays held after the controller's read
-	// that it made stale; 500 ms when zero.
+	// that it made stale, and how long a time travel's older view lasts;
+	// 500 ms when zero. A watch held for a read (or, in UnobservedState,
+	// a workload's write) that never comes is let go after 3×Hold+1 s or
+	// half of PlanTimeout, whichever is longer.
 	Hold time.Duration
-	// MaxPlans bounds the plans derived from the reference; 16 when zero.
+	// MaxPlans bounds the plans derived from the reference; 64 when zero.
 	MaxPlans int
 	// Parallel is how many plans run at once, each in its own namespace
 	// with its own manager; 2 when zero.
@@ -70,6 +82,11 @@ type ExploreOptions struct {
 	// TestName names the go test that runs Explore, for the replay command
 	// in the report ("TestExplore"); optional.
 	TestName string
+	// SideEffects, when set, counts what the controller did outside the
+	// API server in namespace (installs run, messages sent); each count
+	// must equal the reference run's. It is called once a run has settled
+	// or timed out. Nil counts nothing.
+	SideEffects func(namespace string) map[string]int
 }
 
 // ErrExploreOptions is matched by errors.Is for every error of options
@@ -100,17 +117,34 @@ const (
 	// AmbiguousWrite: the server applies the controller's write, and the
 	// controller is answered with a 500.
 	AmbiguousWrite PlanKind = "ambiguous-write"
+	// UnobservedState: at the workload's write of an object, the watch of
+	// its kind is held; once the workload's next write of the object is
+	// answered, the watch breaks, its resumption is answered 410 Gone and
+	// the informer relists: the version the first write made is never
+	// delivered, only the last (a relist after a broken watch).
+	UnobservedState PlanKind = "unobserved-state"
+	// TimeTravel: once the controller's informer has delivered the version
+	// a write made, its watch breaks and the relist is served at the
+	// object's resourceVersion before that write, as a lagging API server
+	// serves it, and the watch from there is held for Hold: the
+	// controller's view goes back, then forward again.
+	TimeTravel PlanKind = "time-travel"
 )
 
 // Plan is one perturbation of the controller's view, named so that it can
 // be replayed alone: "<kind>/<object kind>/<verb>#<n>", the n-th write of
 // that verb on that object kind in the run.
+//
+// Writes of the workload (UnobservedState, and TimeTravel back from a
+// workload's write) have verbs prefixed "workload-".
 type Plan struct {
 	Name    string
 	Kind    PlanKind
 	Object  string // the object kind written: "WorkItem"
 	Verb    string // create, update, patch, delete, status-update, status-patch
 	Ordinal int
+
+	gvk schema.GroupVersionKind
 }
 
 // PlanResult is what one run found.
@@ -120,9 +154,17 @@ type PlanResult struct {
 	// sentence; empty when the plan's write never came (the run is then
 	// not a test of the plan).
 	Perturbation string
+	// Known and Served are the resourceVersions the perturbation set
+	// apart: the one the controller had been answered (or the informer had
+	// delivered, or the workload had written), and the one its cache
+	// served instead (or the informer delivered next); empty where the
+	// plan serves no version (a crash) or did not happen.
+	Known, Served string
 	// Failures name each oracle that failed, in one sentence each.
 	Failures []string
 	Elapsed  time.Duration
+	// Namespace is where the run ran; Explore leaves it for inspection.
+	Namespace string
 	// Replay is the command that runs this plan alone.
 	Replay string
 }
@@ -159,7 +201,11 @@ func (r *ExploreReport) String() string {
 		if !p.Failed() {
 			continue
 		}
-		fmt.Fprintf(&b, "FAIL %s (%s)\n  perturbation: %s\n", p.Plan.Name, p.Elapsed.Round(time.Millisecond), p.Perturbation)
+		what := p.Perturbation
+		if what == "" {
+			what = "none: the run took another path and the plan's perturbation did not happen, so the controller fails this way without it too (rerun the plan)"
+		}
+		fmt.Fprintf(&b, "FAIL %s (%s)\n  perturbation: %s\n", p.Plan.Name, p.Elapsed.Round(time.Millisecond), what)
 		for _, f := range p.Failures {
 			fmt.Fprintf(&b, "  oracle: %s\n", f)
 		}
@@ -171,7 +217,7 @@ func (r *ExploreReport) String() string {
 		}
 		what := p.Perturbation
 		if what == "" {
-			what = "its write did not come in this run"
+			what = "its perturbation did not happen in this run (it took another path)"
 		}
 		fmt.Fprintf(&b, "ok   %s (%s): %s\n", p.Plan.Name, p.Elapsed.Round(time.Millisecond), what)
 	}
@@ -198,7 +244,7 @@ func (o ExploreOptions) validate() (ExploreOptions, error) {
 		o.Hold = 500 * time.Millisecond
 	}
 	if o.MaxPlans == 0 {
-		o.MaxPlans = 16
+		o.MaxPlans = 64
 	}
 	if o.Parallel == 0 {
 		o.Parallel = 2
@@ -211,14 +257,17 @@ func (o ExploreOptions) validate() (ExploreOptions, error) {
 
 // Explore runs the controller Setup registers on the API server cfg
 // reaches (envtest), drives it with Workload, and looks for where it breaks
-// when its cache is behind. A reference run records what the controller
-// wrote and read; the plans derived from that trace each give it one stale
-// view a real cluster can produce (see PlanKind), in a namespace and a
-// manager of its own, and judge the run against the reference: it settles
-// within PlanTimeout (liveness), creates no more objects of a kind and
-// ends with as many of each of Kinds (safety). An error is returned for
-// invalid options, a control plane that fails, or a reference that does
-// not settle three times.
+// when its view of the cluster is behind. A reference run records what the
+// controller and the workload wrote and what the controller read; the plans
+// derived from that trace each give it one stale view a real cluster can
+// produce (see PlanKind), in a namespace and a manager of its own, and
+// judge the run against the reference: it settles within PlanTimeout
+// (liveness), no reconcile panics, it creates no more objects of a kind and
+// ends with as many of each of Kinds (safety, end state), it sends no more
+// writes with a precondition older than a version already answered (stale
+// writes), and each SideEffects count equals the reference's. An error is
+// returned for invalid options, a control plane that fails, or five
+// unperturbed runs none of which settles without a panic.
 func Explore(ctx context.Context, cfg *rest.Config, opts ExploreOptions) (*ExploreReport, error) {
 	opts, err := opts.validate()
 	if err != nil {
@@ -226,22 +275,13 @@ func Explore(ctx context.Context, cfg *rest.Config, opts ExploreOptions) (*Explo
 	}
 	start := time.Now()
 	id := explorations.Add(1)
-	direct, err := client.New(cfg, client.Options{Scheme: opts.Scheme})
+	direct, err := client.NewWithWatch(cfg, client.Options{Scheme: opts.Scheme})
 	if err != nil {
 		return nil, fmt.Errorf("explore: client: %w", err)
 	}
-	var ref *exploreRun
-	for attempt := range 3 {
-		ref = &exploreRun{opts: opts, cfg: cfg, direct: direct, ns: namespaceFor(id, "reference", attempt)}
-		if err := ref.run(ctx); err != nil {
-			return nil, err
-		}
-		if len(ref.failures(nil)) == 0 {
-			break
-		}
-		if attempt == 2 {
-			return nil, fmt.Errorf("explore: the reference run does not settle without any perturbation: %s", strings.Join(ref.failures(nil), "; "))
-		}
+	ref, err := reference(ctx, opts, cfg, direct, id)
+	if err != nil {
+		return nil, err
 	}
 	report := &ExploreReport{Reference: PlanResult{Plan: Plan{Name: "reference"}, Elapsed: ref.elapsed}}
 	plans := derivePlans(ref, opts.MaxPlans)
@@ -266,7 +306,7 @@ func Explore(ctx context.Context, cfg *rest.Config, opts ExploreOptions) (*Explo
 				errMu.Unlock()
 				return
 			}
-			results[i] = PlanResult{Plan: p, Perturbation: r.evidence, Failures: r.failures(ref), Elapsed: r.elapsed, Replay: replay(opts.TestName, p.Name)}
+			results[i] = PlanResult{Plan: p, Perturbation: r.evidence, Known: r.known, Served: r.served, Failures: r.failures(ref), Elapsed: r.elapsed, Namespace: r.ns, Replay: replay(opts.TestName, p.Name)}
 		}()
 	}
 	wg.Wait()
@@ -276,6 +316,47 @@ func Explore(ctx context.Context, cfg *rest.Config, opts ExploreOptions) (*Explo
 	report.Plans = results
 	report.Elapsed = time.Since(start)
 	return report, nil
+}
+
+// reference runs the controller unperturbed until two runs have passed
+// (at most five runs) and keeps the cleaner: the fewer creates, then the
+// fewer writes. A controller that races its own cache breaks now and then
+// without any perturbation (a duplicate child, a stuck item): the
+// reference is a run where it did not.
+func reference(ctx context.Context, opts ExploreOptions, cfg *rest.Config, direct client.WithWatch, id int64) (*exploreRun, error) {
+	size := func(r *exploreRun) (creates, writes int) {
+		for _, n := range r.creates {
+			creates += n
+		}
+		return creates, len(r.writes)
+	}
+	var best *exploreRun
+	var failed []string
+	passed := 0
+	for attempt := 0; attempt < 5 && passed < 2; attempt++ {
+		r := &exploreRun{opts: opts, cfg: cfg, direct: direct, ns: namespaceFor(id, "reference", attempt)}
+		if err := r.run(ctx); err != nil {
+			return nil, err
+		}
+		if f := r.failures(nil); len(f) > 0 {
+			failed = append(failed, strings.Join(f, "; "))
+			continue
+		}
+		passed++
+		if best == nil {
+			best = r
+			continue
+		}
+		c, w := size(r)
+		bc, bw := size(best)
+		if c < bc || (c == bc && w < bw) {
+			best = r
+		}
+	}
+	if best == nil {
+		return nil, fmt.Errorf("explore: no unperturbed run passes, in five: %s", strings.Join(failed, " | "))
+	}
+	return best, nil
 }
 
 func cmpErr(a, b error) error {
@@ -305,47 +386,94 @@ func namespaceFor(exploration int64, name string, attempt int) string {
 	return fmt.Sprintf("explore-%d-%08x-%d", exploration, h.Sum32(), attempt)
 }
 
+// Who wrote: the controller, through its manager's client, or the
+// workload, through the client Explore hands it.
+const (
+	byController = "controller"
+	byWorkload   = "workload"
+)
+
 type exploreWrite struct {
 	seq        int // order among the run's writes and reads
-	kind, verb string
+	by         string
+	kind, verb string // the workload's verbs are prefixed "workload-"
+	gvk        schema.GroupVersionKind
 	key        client.ObjectKey
 	ordinal    int
+	before     string // the object's resourceVersion the writer held; "" for a create
 	after      string // resourceVersion answered; "" on error
+	reconcile  string // the reconcile that wrote, "" outside one
+	at         time.Time
 }
 
 type exploreRead struct {
-	seq  int
-	kind string
-	key  client.ObjectKey
-	list bool
-	rv   string
+	seq       int
+	kind      string
+	key       client.ObjectKey
+	list      bool
+	rv        string
+	reconcile string
+}
+
+// delivery is a version of an object the controller's informer handed to
+// its handlers.
+type delivery struct {
+	seq int
+	rv  string
 }
 
 // exploreRun is one run: the reference, or one plan.
 type exploreRun struct {
 	opts   ExploreOptions
 	cfg    *rest.Config
-	direct client.Client
+	direct client.WithWatch
 	ns     string
 	plan   *Plan
 
-	gate   *viewGate
-	mapper meta.RESTMapper
+	gate *viewGate
+	// mapper is the running manager's; a crash replaces it while the
+	// workload writes.
+	mapperMu sync.Mutex
+	mapper   meta.RESTMapper
+	ctx      context.Context // ends with the run
+	bg       sync.WaitGroup  // the plan's goroutines, ended with the run
 
-	mu       sync.Mutex
-	writes   []exploreWrite
-	reads    []exploreRead
-	ordinals map[string]int
-	creates  map[string]int
-	seq      int
+	mu         sync.Mutex
+	writes     []exploreWrite
+	reads      []exploreRead
+	ordinals   map[string]int
+	creates    map[string]int
+	seq        int
+	generation int // the manager now running; a crash starts the next
+	// answered is, per manager, object and kind, the newest resourceVersion
+	// a write of the controller was answered with.
+	answered    map[string]string
+	staleWrites []string
+	panics      []string
+	reconciles  map[string]string // reconcileID -> "reconcile #n of ns/name (controller c)"
+	reconcileN  map[string]int
+	deliveries  map[client.ObjectKey][]delivery // of the plan's object kind
+
 	// waiting is the read the held stream waits for, nil when none.
-	waiting  *exploreWrite
-	held     string // the resource held
+	waiting *exploreWrite
+	held    string // the resource held
+	// unobserved is the workload's write whose version a plan withholds;
+	// relisted the seq at which the watch was broken for it.
+	unobserved *exploreWrite
+	relisted   int
+	// travel is the write a TimeTravel plan goes back from; snapshot set
+	// once the relist was served at its resourceVersion before.
+	travel   *exploreWrite
+	snapshot int
+	wentBack bool
 	evidence string
+	known    string
+	served   string
 	crash    chan struct{}
 
 	settled bool
 	counts  map[string]int
+	effects map[string]int
 	elapsed time.Duration
 	runErr  error
 }
@@ -354,13 +482,18 @@ func (r *exploreRun) run(ctx context.Context) error {
 	start := time.Now()
 	defer func() { r.elapsed = time.Since(start) }()
 	r.gate = newViewGate()
+	r.gate.served = r.snapshotServed
 	r.ordinals, r.creates, r.counts = map[string]int{}, map[string]int{}, map[string]int{}
+	r.answered, r.reconciles, r.reconcileN = map[string]string{}, map[string]string{}, map[string]int{}
+	r.deliveries = map[client.ObjectKey][]delivery{}
 	r.crash = make(chan struct{})
 	if err := r.direct.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: r.ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("explore %s: namespace: %w", r.ns, err)
 	}
 	rctx, cancel := context.WithTimeout(ctx, r.opts.PlanTimeout)
 	defer cancel()
+	r.ctx = rctx
+	defer r.bg.Wait()
 	stop, err := r.startManager(ctx)
 	if err != nil {
 		return err
@@ -369,8 +502,12 @@ func (r *exploreRun) run(ctx context.Context) error {
 	defer r.gate.releaseAll()
 
 	work := make(chan error, 1)
-	go func() { work <- r.opts.Workload(rctx, r.direct, r.ns) }()
+	workload := interceptor.NewClient(r.direct, r.funcs(byWorkload, 0, nil))
+	go func() { work <- r.opts.Workload(rctx, workload, r.ns) }()
 	crashed := r.crash
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+loop:
 	for {
 		select {
 		case <-crashed:
@@ -381,27 +518,28 @@ func (r *exploreRun) run(ctx context.Context) error {
 				return err
 			}
 			crashed = nil
-			continue
 		case err := <-work:
 			if err != nil && rctx.Err() == nil {
 				r.runErr = fmt.Errorf("workload: %w", err)
+				break loop
 			}
 			work = nil
+		case <-tick.C:
+			if work != nil {
+				continue
+			}
+			if ok, err := r.opts.Settled(rctx, r.direct, r.ns); err == nil && ok {
+				r.settled = true
+				break loop
+			}
 		case <-rctx.Done():
-		}
-		if work == nil || rctx.Err() != nil {
-			break
+			break loop
 		}
 	}
-	if r.runErr == nil {
-		_ = wait.PollUntilContextCancel(rctx, 50*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-			ok, err := r.opts.Settled(ctx, r.direct, r.ns)
-			if err != nil {
-				return false, nil
-			}
-			r.settled = ok
-			return ok, nil
-		})
+	// The workload ends with the run: it was handed rctx.
+	cancel()
+	if work != nil {
+		<-work
 	}
 	for _, obj := range r.opts.Kinds {
 		n, err := r.count(ctx, obj)
@@ -410,6 +548,10 @@ func (r *exploreRun) run(ctx context.Context) error {
 		}
 		r.counts[kindName(r.opts.Scheme, obj)] = n
 	}
+	if r.opts.SideEffects != nil {
+		r.effects = r.opts.SideEffects(r.ns)
+	}
+	r.finalEvidence()
 	return nil
 }
 
@@ -431,12 +573,21 @@ func (r *exploreRun) count(ctx context.Context, obj client.Object) (int, error) 
 func (r *exploreRun) startManager(ctx context.Context) (func(), error) {
 	cacheCfg := rest.CopyConfig(r.cfg)
 	cacheCfg.Wrap(r.gate.wrap)
+	r.mu.Lock()
+	gen := r.generation
+	r.mu.Unlock()
+	starts := &managerStarts{}
+	// The manager's context: a crash plan's write waits on it.
+	mctx, cancel := context.WithCancel(ctx)
 	mgr, err := manager.New(r.cfg, manager.Options{
 		Scheme:                 r.opts.Scheme,
+		Logger:                 logr.New(&exploreSink{inner: ctrllog.Log.GetSink(), run: r, mgr: starts}),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{r.ns: {}}},
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+		// A panic is a finding: recovered, it fails the plan instead of
+		// the test binary.
+		Controller: config.Controller{SkipNameValidation: ptr.To(true), RecoverPanic: ptr.To(true)},
 		NewCache: func(_ *rest.Config, o cache.Options) (cache.Cache, error) {
 			hc, err := rest.HTTPClientFor(cacheCfg)
 			if err != nil {
@@ -454,22 +605,36 @@ func (r *exploreRun) startManager(ctx context.Context) (func(), error) {
 			if err != nil {
 				return nil, err
 			}
-			return interceptor.NewClient(c, r.funcs()), nil
+			return interceptor.NewClient(c, r.funcs(byController, gen, mctx.Done())), nil
 		},
 	})
 	if err != nil {
+		cancel()
 		return nil, fmt.Errorf("explore %s: manager: %w", r.ns, err)
 	}
+	r.mapperMu.Lock()
 	r.mapper = mgr.GetRESTMapper()
-	if err := r.opts.Setup(mgr); err != nil {
+	r.mapperMu.Unlock()
+	if err := r.opts.Setup(&setupManager{Manager: mgr, starts: starts}); err != nil {
+		cancel()
 		return nil, fmt.Errorf("explore %s: setup: %w", r.ns, err)
 	}
-	mctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(mctx) }()
 	if !mgr.GetCache().WaitForCacheSync(mctx) {
 		cancel()
 		return nil, fmt.Errorf("explore %s: cache did not sync: %v", r.ns, <-done)
+	}
+	if err := wait.PollUntilContextTimeout(mctx, 10*time.Millisecond, r.opts.PlanTimeout, true, func(context.Context) (bool, error) {
+		return starts.started.Load() >= starts.controllers.Load(), nil
+	}); err != nil {
+		cancel()
+		return nil, fmt.Errorf("explore %s: %d of %d controllers started: %w", r.ns, starts.started.Load(), starts.controllers.Load(), errors.Join(err, <-done))
+	}
+	if err := r.watchDeliveries(mctx, mgr.GetCache()); err != nil {
+		cancel()
+		<-done
+		return nil, err
 	}
 	var once sync.Once
 	return func() {
@@ -479,6 +644,57 @@ func (r *exploreRun) startManager(ctx context.Context) (func(), error) {
 			<-done
 		})
 	}, nil
+}
+
+// watchDeliveries records, for the plans that withhold versions or go
+// back, each version of the plan's object kind the informer delivers.
+func (r *exploreRun) watchDeliveries(ctx context.Context, c cache.Cache) error {
+	if r.plan == nil || (r.plan.Kind != UnobservedState && r.plan.Kind != TimeTravel) {
+		return nil
+	}
+	o, err := r.opts.Scheme.New(r.plan.gvk)
+	if err != nil {
+		return fmt.Errorf("explore %s: %s: %w", r.ns, r.plan.gvk, err)
+	}
+	obj, ok := o.(client.Object)
+	if !ok {
+		return fmt.Errorf("explore %s: %s is not a client.Object", r.ns, r.plan.gvk)
+	}
+	inf, err := c.GetInformer(ctx, obj)
+	if err != nil {
+		return fmt.Errorf("explore %s: informer of %s: %w", r.ns, r.plan.gvk, err)
+	}
+	record := func(o any) {
+		if m, err := meta.Accessor(o); err == nil {
+			r.mu.Lock()
+			r.seq++
+			key := client.ObjectKey{Namespace: m.GetNamespace(), Name: m.GetName()}
+			r.deliveries[key] = append(r.deliveries[key], delivery{seq: r.seq, rv: m.GetResourceVersion()})
+			// Once the view went back, it stays back for Hold, read or
+			// not, then catches up.
+			t := r.travel
+			back := t != nil && r.snapshot > 0 && !r.wentBack && key == t.key && older(m.GetResourceVersion(), t.after)
+			if back {
+				r.wentBack = true
+			}
+			r.mu.Unlock()
+			if back {
+				resource := r.resourceOf(obj)
+				time.AfterFunc(r.opts.Hold, func() { r.gate.release(resource) })
+			}
+		}
+	}
+	_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { record(o) },
+		UpdateFunc: func(_, o any) { record(o) },
+		DeleteFunc: func(o any) {
+			if d, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
+				o = d.Obj
+			}
+			record(o)
+		},
+	})
+	return err
 }
 
 func kindName(s *runtime.Scheme, obj runtime.Object) string {
@@ -496,123 +712,377 @@ func kindName(s *runtime.Scheme, obj runtime.Object) string {
 // watches.
 func (r *exploreRun) resourceOf(obj runtime.Object) string {
 	gvk, err := apiutil.GVKForObject(obj, r.opts.Scheme)
-	if err == nil && r.mapper != nil {
-		if m, err := r.mapper.RESTMapping(gvk.GroupKind(), gvk.Version); err == nil {
+	r.mapperMu.Lock()
+	mapper := r.mapper
+	r.mapperMu.Unlock()
+	if err == nil && mapper != nil {
+		if m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version); err == nil {
 			return m.Resource.Resource
 		}
 	}
 	return strings.ToLower(kindName(r.opts.Scheme, obj)) + "s"
 }
 
-// funcs intercept the controller's writes: they record them and carry out
-// the plan at its write.
-func (r *exploreRun) funcs() interceptor.Funcs {
+// funcs intercept the writes of by: they record them and carry out the
+// plan at its write.
+func (r *exploreRun) funcs(by string, gen int, stopped <-chan struct{}) interceptor.Funcs {
 	return interceptor.Funcs{
 		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
-			return r.write("create", obj, func() error { return c.Create(ctx, obj, opts...) })
+			return r.write(ctx, by, gen, stopped, "create", obj, "", func() error { return c.Create(ctx, obj, opts...) })
 		},
 		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
-			return r.write("update", obj, func() error { return c.Update(ctx, obj, opts...) })
+			return r.write(ctx, by, gen, stopped, "update", obj, obj.GetResourceVersion(), func() error { return c.Update(ctx, obj, opts...) })
 		},
 		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
-			return r.write("patch", obj, func() error { return c.Patch(ctx, obj, patch, opts...) })
+			return r.write(ctx, by, gen, stopped, "patch", obj, patchPrecondition(obj, patch), func() error { return c.Patch(ctx, obj, patch, opts...) })
 		},
 		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
-			return r.write("delete", obj, func() error { return c.Delete(ctx, obj, opts...) })
+			if by == byWorkload {
+				return r.workloadDelete(ctx, c, obj, opts...)
+			}
+			return r.write(ctx, by, gen, stopped, "delete", obj, "", func() error { return c.Delete(ctx, obj, opts...) })
 		},
 		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
-			return r.write(sub+"-update", obj, func() error { return c.SubResource(sub).Update(ctx, obj, opts...) })
+			return r.write(ctx, by, gen, stopped, sub+"-update", obj, obj.GetResourceVersion(), func() error { return c.SubResource(sub).Update(ctx, obj, opts...) })
 		},
 		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
-			return r.write(sub+"-patch", obj, func() error { return c.SubResource(sub).Patch(ctx, obj, patch, opts...) })
+			return r.write(ctx, by, gen, stopped, sub+"-patch", obj, patchPrecondition(obj, patch), func() error { return c.SubResource(sub).Patch(ctx, obj, patch, opts...) })
 		},
 	}
 }
 
-func (r *exploreRun) write(verb string, obj client.Object, do func() error) error {
+// workloadDelete records the workload's delete with the versions around
+// it, read live: a delete answers no resourceVersion, and an object with
+// finalizers lives on with a deletionTimestamp, a version a TimeTravel
+// plan can go back from.
+func (r *exploreRun) workloadDelete(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+	o, err := r.opts.Scheme.New(r.gvkOf(obj))
+	live, ok := o.(client.Object)
+	if err != nil || !ok {
+		return r.write(ctx, byWorkload, 0, nil, "delete", obj, "", func() error { return c.Delete(ctx, obj, opts...) })
+	}
+	key := client.ObjectKeyFromObject(obj)
+	if err := c.Get(ctx, key, live); err == nil {
+		obj = obj.DeepCopyObject().(client.Object)
+		obj.SetResourceVersion(live.GetResourceVersion())
+	}
+	return r.write(ctx, byWorkload, 0, nil, "delete", obj, "", func() error {
+		if err := c.Delete(ctx, obj, opts...); err != nil {
+			return err
+		}
+		if err := c.Get(ctx, key, live); err == nil {
+			obj.SetResourceVersion(live.GetResourceVersion())
+		}
+		return nil
+	})
+}
+
+func (r *exploreRun) gvkOf(obj runtime.Object) schema.GroupVersionKind {
+	gvk, _ := apiutil.GVKForObject(obj, r.opts.Scheme)
+	return gvk
+}
+
+// patchPrecondition returns the resourceVersion a patch sends (an
+// optimistic lock), "" when it sends none.
+func patchPrecondition(obj client.Object, patch client.Patch) string {
+	if patch.Type() == types.JSONPatchType {
+		return ""
+	}
+	data, err := patch.Data(obj)
+	if err != nil {
+		return ""
+	}
+	var p struct {
+		Metadata struct {
+			ResourceVersion string `json:"resourceVersion"`
+		} `json:"metadata"`
+	}
+	if json.Unmarshal(data, &p) != nil {
+		return ""
+	}
+	return p.Metadata.ResourceVersion
+}
+
+func (r *exploreRun) write(ctx context.Context, by string, gen int, stopped <-chan struct{}, verb string, obj client.Object, precondition string, do func() error) error {
+	r.mu.Lock()
+	crashed := by == byController && gen != r.generation
+	r.mu.Unlock()
+	if crashed {
+		// A crashed manager's process is gone: what it still tries to
+		// write never reaches the server.
+		return errCrashed
+	}
 	kind := kindName(r.opts.Scheme, obj)
+	gvk, _ := apiutil.GVKForObject(obj, r.opts.Scheme)
+	if by == byWorkload {
+		verb = "workload-" + verb
+	}
+	reconcile := r.reconcileOf(ctx)
+	before := obj.GetResourceVersion()
 	r.mu.Lock()
 	r.ordinals[kind+"/"+verb]++
 	ord := r.ordinals[kind+"/"+verb]
 	r.mu.Unlock()
 	p := r.plan
 	match := p != nil && p.Object == kind && p.Verb == verb && p.Ordinal == ord
-	stale := match && (p.Kind == StaleReadAfterWrite || p.Kind == StaleListAfterCreate || p.Kind == StaleListAfterDelete)
+	// The controller is never told the answer to an ambiguous write.
+	told := !(match && p.Kind == AmbiguousWrite)
+	hold := match && (p.Kind == StaleReadAfterWrite || p.Kind == StaleListAfterCreate || p.Kind == StaleListAfterDelete || p.Kind == UnobservedState)
 	resource := r.resourceOf(obj)
-	if stale {
+	if hold {
 		// Held before the write is sent: its event cannot slip through.
 		r.gate.hold(resource)
 	}
 	err := do()
-	w := exploreWrite{kind: kind, verb: verb, key: client.ObjectKeyFromObject(obj), ordinal: ord}
+	w := exploreWrite{by: by, kind: kind, verb: verb, gvk: gvk, key: client.ObjectKeyFromObject(obj), ordinal: ord, before: before, reconcile: reconcile, at: time.Now()}
+	if strings.HasSuffix(verb, "create") {
+		w.before = ""
+	}
 	if err == nil {
 		w.after = obj.GetResourceVersion()
-		if verb == "create" {
-			r.mu.Lock()
-			r.creates[kind]++
-			r.mu.Unlock()
-		}
 	}
 	r.mu.Lock()
 	r.seq++
 	w.seq = r.seq
 	r.writes = append(r.writes, w)
+	if by == byController {
+		if err == nil && verb == "create" {
+			r.creates[kind]++
+		}
+		id := fmt.Sprintf("%d/%s/%s", gen, kind, w.key)
+		known := r.answered[id]
+		if precondition != "" && known != "" && older(precondition, known) {
+			r.staleWrites = append(r.staleWrites, fmt.Sprintf("%s sent resourceVersion %s as the precondition of its %s of %s %s, after a write of that object had been answered %s", orController(reconcile), precondition, verb, kind, w.key, known))
+		}
+		if err == nil && told && verb != "delete" && (known == "" || older(known, w.after)) {
+			r.answered[id] = w.after
+		}
+	}
+	// The workload's next write of the withheld object ends the hold:
+	// the watch breaks and the informer relists the present.
+	u := r.unobserved
+	next := by == byWorkload && err == nil && u != nil && u.key == w.key && u.kind == kind && u.seq < w.seq
+	if next {
+		r.relisted = r.seq
+		r.unobserved = nil
+	}
 	r.mu.Unlock()
-	switch {
-	case stale && err != nil:
+	if next {
+		r.gate.relist(resource, "")
 		r.gate.release(resource)
-	case stale:
+	}
+	switch {
+	case hold && err != nil:
+		r.gate.release(resource)
+	case hold && p.Kind == UnobservedState:
+		r.mu.Lock()
+		r.unobserved, r.held = &w, resource
+		r.mu.Unlock()
+		// Without a next write the version is not intermediate: it is
+		// delivered late, and the run is not a test of the plan.
+		time.AfterFunc(r.holdLimit(), func() {
+			r.mu.Lock()
+			if r.unobserved == &w {
+				r.unobserved = nil
+			}
+			r.mu.Unlock()
+			r.gate.release(resource)
+		})
+	case hold:
 		r.mu.Lock()
 		r.waiting, r.held = &w, resource
 		r.mu.Unlock()
-		time.AfterFunc(3*r.opts.Hold+time.Second, func() { r.gate.release(resource) })
+		time.AfterFunc(r.holdLimit(), func() { r.gate.release(resource) })
+	case match && p.Kind == TimeTravel && err == nil && w.before != "":
+		r.bg.Add(1)
+		go func() {
+			defer r.bg.Done()
+			r.travelBack(w, resource)
+		}()
 	case match && p.Kind == AmbiguousWrite && err == nil:
-		r.setEvidence(fmt.Sprintf("the server applied the controller's %s of %s %s (resourceVersion %s) and answered it with a 500", verb, kind, w.key, w.after))
+		r.setEvidence(fmt.Sprintf("the server applied %s of %s %s (resourceVersion %s) and answered it with a 500", writer(&w), kind, w.key, w.after), w.after, "")
 		return apierrors.NewInternalError(fmt.Errorf("racetest explore: %s applied, answer lost", verb))
 	case match && p.Kind == CrashAfterWrite && err == nil:
-		r.setEvidence(fmt.Sprintf("the manager stopped right after the controller's %s of %s %s, and a new one (fresh memory and cache) took over", verb, kind, w.key))
+		r.mu.Lock()
+		r.generation++
+		r.mu.Unlock()
+		r.setEvidence(fmt.Sprintf("the manager stopped right after %s of %s %s was answered resourceVersion %s, and a new one (fresh memory and cache) took over", writer(&w), kind, w.key, w.after), w.after, "")
 		close(r.crash)
+		// A crashed process runs nothing after the write: the reconcile
+		// waits here until its manager is stopping, and then ends by a
+		// panic controller-runtime recovers (not a finding), so that no
+		// line after the write runs, and no external system is called, as
+		// none would be after a real crash. Outside a reconcile the write
+		// returns an error instead.
+		select {
+		case <-ctx.Done():
+		case <-stopped:
+		}
+		if reconcile != "" {
+			panic(errCrashed)
+		}
+		return errCrashed
 	}
 	return err
 }
 
-func (r *exploreRun) setEvidence(s string) {
+// errCrashed ends a crashed manager's reconcile and refuses its writes.
+var errCrashed = fmt.Errorf("racetest explore: the manager crashed: %w", context.Canceled)
+
+// holdLimit is how long a held watch waits for the read (or the write)
+// that ends it: a controller that reads only when it is woken, or requeued,
+// may take a while.
+func (r *exploreRun) holdLimit() time.Duration {
+	return max(3*r.opts.Hold+time.Second, r.opts.PlanTimeout/2)
+}
+
+// travelBack waits until the informer has delivered the version w made,
+// then breaks the watch and serves the relist from the snapshot at the
+// resourceVersion before w, holding the watch that follows.
+func (r *exploreRun) travelBack(w exploreWrite, resource string) {
+	err := wait.PollUntilContextTimeout(r.ctx, 10*time.Millisecond, 3*r.opts.Hold, true, func(context.Context) (bool, error) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return slices.ContainsFunc(r.deliveries[w.key], func(d delivery) bool { return !older(d.rv, w.after) }), nil
+	})
+	if err != nil {
+		return
+	}
+	r.mu.Lock()
+	r.travel = &w
+	r.mu.Unlock()
+	r.gate.hold(resource)
+	r.gate.relist(resource, w.before)
+	// The reflector relists after a backoff of about a second.
+	time.AfterFunc(3*r.opts.Hold+3*time.Second, func() { r.gate.release(resource) })
+}
+
+// snapshotServed is told by the gate that a relist was served at rv.
+func (r *exploreRun) snapshotServed(_, rv string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.evidence == "" {
-		r.evidence = s
+	if r.travel != nil && r.travel.before == rv && r.snapshot == 0 {
+		r.seq++
+		r.snapshot = r.seq
 	}
+}
+
+func (r *exploreRun) setEvidence(s, known, served string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.setEvidenceLocked(s, known, served)
+}
+
+func (r *exploreRun) setEvidenceLocked(s, known, served string) {
+	if r.evidence == "" {
+		r.evidence, r.known, r.served = s, known, served
+	}
+}
+
+func orController(reconcile string) string {
+	if reconcile == "" {
+		return "the controller"
+	}
+	return reconcile
+}
+
+// writer names a write: "the workload's delete", "the status-patch in
+// reconcile #2 of ns/item (controller c)".
+func writer(w *exploreWrite) string {
+	if w.by == byWorkload {
+		return fmt.Sprintf("the workload's %s", strings.TrimPrefix(w.verb, "workload-"))
+	}
+	if w.reconcile == "" {
+		return fmt.Sprintf("the controller's %s", w.verb)
+	}
+	return fmt.Sprintf("the %s in %s", w.verb, w.reconcile)
 }
 
 // read records a read served by the cache and, when it is the read the
 // held stream waits for, releases the stream after Hold.
-func (r *exploreRun) read(kind string, key client.ObjectKey, list bool, rv string, items int, shows bool) {
+func (r *exploreRun) read(ctx context.Context, kind string, key client.ObjectKey, list bool, rv string, items int, shows bool) {
+	reconcile := r.reconcileOf(ctx)
 	r.mu.Lock()
 	r.seq++
-	r.reads = append(r.reads, exploreRead{seq: r.seq, kind: kind, key: key, list: list, rv: rv})
+	r.reads = append(r.reads, exploreRead{seq: r.seq, kind: kind, key: key, list: list, rv: rv, reconcile: reconcile})
 	w, resource := r.waiting, r.held
 	var evidence string
 	if w != nil && w.kind == kind {
 		switch {
 		case !list && r.plan.Kind == StaleReadAfterWrite && key == w.key:
 			if older(rv, w.after) {
-				evidence = fmt.Sprintf("after the controller's %s of %s %s answered resourceVersion %s, its cache served that object at resourceVersion %s", w.verb, kind, w.key, w.after, rv)
+				evidence = fmt.Sprintf("%s read %s %s from its cache at resourceVersion %s, after %s of it had been answered resourceVersion %s", orController(reconcile), kind, w.key, rv, writer(w), w.after)
 			}
 		case list && r.plan.Kind == StaleListAfterCreate && !shows:
-			evidence = fmt.Sprintf("after the controller created %s %s, its cached List of %s (%d items) did not show it", kind, w.key, kind, items)
+			evidence = fmt.Sprintf("%s Listed %s from its cache (%d items) without %s, after %s of it had been answered resourceVersion %s", orController(reconcile), kind, items, w.key, writer(w), w.after)
 		case list && r.plan.Kind == StaleListAfterDelete && shows:
-			evidence = fmt.Sprintf("after the controller deleted %s %s, its cached List of %s (%d items) still showed it", kind, w.key, kind, items)
+			evidence = fmt.Sprintf("%s Listed %s from its cache (%d items) still showing %s, after %s of it had succeeded", orController(reconcile), kind, items, w.key, writer(w))
 		}
 	}
 	if evidence != "" {
 		r.waiting = nil
-		if r.evidence == "" {
-			r.evidence = evidence
-		}
+		r.setEvidenceLocked(evidence, w.after, rv)
+	}
+	if t := r.travel; t != nil && r.snapshot > 0 && !list && t.kind == kind && t.key == key && older(rv, t.after) && r.evidence == "" {
+		r.setEvidenceLocked(fmt.Sprintf("after its informer had delivered resourceVersion %s of %s %s (%s), the watch broke and the relist was served from the snapshot at resourceVersion %s, as a lagging API server serves it; %s read that object from its cache at resourceVersion %s",
+			t.after, kind, key, writer(t), t.before, orController(reconcile), rv), t.after, rv)
+		evidence, resource = r.evidence, r.resourceOf(r.schemeObject(t.gvk))
 	}
 	r.mu.Unlock()
 	if evidence != "" {
 		time.AfterFunc(r.opts.Hold, func() { r.gate.release(resource) })
+	}
+}
+
+func (r *exploreRun) schemeObject(gvk schema.GroupVersionKind) runtime.Object {
+	o, err := r.opts.Scheme.New(gvk)
+	if err != nil {
+		u := &metav1.PartialObjectMetadata{}
+		u.SetGroupVersionKind(gvk)
+		return u
+	}
+	return o
+}
+
+// finalEvidence says, once the run is over, whether the withheld
+// version was never delivered, and what the relist delivered instead;
+// and, for a time travel the controller did not read, what the informer
+// went back to.
+func (r *exploreRun) finalEvidence() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if p := r.plan; p != nil && p.Kind == UnobservedState && r.relisted > 0 {
+		var w *exploreWrite
+		for i := range r.writes {
+			if x := &r.writes[i]; x.by == byWorkload && x.kind == p.Object && x.verb == p.Verb && x.ordinal == p.Ordinal {
+				w = x
+			}
+		}
+		if w == nil || w.after == "" {
+			return
+		}
+		ds := r.deliveries[w.key]
+		if slices.ContainsFunc(ds, func(d delivery) bool { return d.rv == w.after }) {
+			return
+		}
+		next := "no version of it"
+		served := ""
+		for _, d := range ds {
+			if d.seq > r.relisted {
+				next, served = "resourceVersion "+d.rv, d.rv
+				break
+			}
+		}
+		r.setEvidenceLocked(fmt.Sprintf("%s of %s %s made resourceVersion %s, which the controller's informer never delivered: its watch broke before the workload's next write, and the relist delivered %s", writer(w), w.kind, w.key, w.after, next), w.after, served)
+	}
+	if t := r.travel; t != nil && r.snapshot > 0 && r.evidence == "" {
+		for _, d := range r.deliveries[t.key] {
+			if d.seq > r.snapshot && older(d.rv, t.after) {
+				r.setEvidenceLocked(fmt.Sprintf("after its informer had delivered resourceVersion %s of %s %s (%s), the watch broke and the relist was served from the snapshot at resourceVersion %s, as a lagging API server serves it: the informer went back to resourceVersion %s, and the controller did not read the object before it caught up",
+					t.after, t.kind, t.key, writer(t), t.before, d.rv), t.after, d.rv)
+				return
+			}
+		}
 	}
 }
 
@@ -622,7 +1092,7 @@ func older(rv, than string) bool {
 }
 
 // failures judges the run against the reference (nil: the reference
-// itself, judged on liveness only).
+// itself, judged on liveness and panics only).
 func (r *exploreRun) failures(ref *exploreRun) []string {
 	var out []string
 	if r.runErr != nil {
@@ -630,6 +1100,12 @@ func (r *exploreRun) failures(ref *exploreRun) []string {
 	}
 	if !r.settled {
 		out = append(out, fmt.Sprintf("liveness: the work did not settle within %s", r.opts.PlanTimeout))
+	}
+	r.mu.Lock()
+	panics, stale := slices.Clone(r.panics), slices.Clone(r.staleWrites)
+	r.mu.Unlock()
+	if len(panics) > 0 {
+		out = append(out, fmt.Sprintf("panic: %s%s", panics[0], more(len(panics)-1, "panics")))
 	}
 	if ref == nil {
 		return out
@@ -653,7 +1129,27 @@ func (r *exploreRun) failures(ref *exploreRun) []string {
 			out = append(out, fmt.Sprintf("end state: %d %s in the namespace, the reference ends with %d", r.counts[k], k, ref.counts[k]))
 		}
 	}
+	if len(stale) > len(ref.staleWrites) {
+		out = append(out, fmt.Sprintf("stale write: %s%s (the reference sent %d such writes)", stale[0], more(len(stale)-1, "stale writes"), len(ref.staleWrites)))
+	}
+	effects := maps.Clone(ref.effects)
+	if effects == nil {
+		effects = map[string]int{}
+	}
+	maps.Copy(effects, r.effects)
+	for _, k := range sortedKeys(effects) {
+		if r.effects[k] != ref.effects[k] {
+			out = append(out, fmt.Sprintf("side effect: %s counted %d, the reference %d", k, r.effects[k], ref.effects[k]))
+		}
+	}
 	return out
+}
+
+func more(n int, what string) string {
+	if n <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(", and %d more %s", n, what)
 }
 
 func sortedKeys(m map[string]int) []string {
@@ -667,13 +1163,17 @@ func sortedKeys(m map[string]int) []string {
 
 // derivePlans reads the reference's trace: a write followed by a cached Get
 // of its object gives a stale-read plan, a create or delete followed by a
-// List of its kind a stale-list plan, and the first write of each kind and
-// verb an ambiguous-write and a crash plan.
+// List of its kind a stale-list plan; a workload's write followed within
+// Hold by its next write of the same object an unobserved-state plan; a write of an
+// existing object the controller reads again (the workload's, and the
+// controller's first of each verb) a time-travel plan; and each of the
+// controller's first five writes of a kind and verb an ambiguous-write and
+// a crash plan.
 func derivePlans(ref *exploreRun, max int) []Plan {
 	var plans []Plan
 	seen := map[string]bool{}
 	add := func(k PlanKind, w exploreWrite) {
-		p := Plan{Kind: k, Object: w.kind, Verb: w.verb, Ordinal: w.ordinal}
+		p := Plan{Kind: k, Object: w.kind, Verb: w.verb, Ordinal: w.ordinal, gvk: w.gvk}
 		p.Name = fmt.Sprintf("%s/%s/%s#%d", k, w.kind, w.verb, w.ordinal)
 		if !seen[p.Name] {
 			seen[p.Name] = true
@@ -688,8 +1188,19 @@ func derivePlans(ref *exploreRun, max int) []Plan {
 			return rd.seq > w.seq && rd.kind == w.kind && rd.list == list && (list || rd.key == w.key)
 		})
 	}
+	var controller, workload []exploreWrite
 	for _, w := range writes {
-		if w.after == "" || w.ordinal > 3 {
+		if w.after == "" {
+			continue
+		}
+		if w.by == byWorkload {
+			workload = append(workload, w)
+		} else {
+			controller = append(controller, w)
+		}
+	}
+	for _, w := range controller {
+		if w.ordinal > 5 {
 			continue
 		}
 		switch w.verb {
@@ -707,9 +1218,32 @@ func derivePlans(ref *exploreRun, max int) []Plan {
 			}
 		}
 	}
+	for i, w := range workload {
+		read := slices.ContainsFunc(reads, func(rd exploreRead) bool { return rd.kind == w.kind })
+		j := slices.IndexFunc(workload[i+1:], func(x exploreWrite) bool { return x.kind == w.kind && x.key == w.key })
+		if !read || j < 0 {
+			continue
+		}
+		// A workload that waits for the controller between its two
+		// writes would wait for ever on a version never delivered: the
+		// writes must have followed each other within Hold.
+		if next := workload[i+1+j]; next.at.Sub(w.at) < ref.opts.Hold {
+			add(UnobservedState, w)
+		}
+	}
+	for _, w := range append(workload, controller...) {
+		if w.before != "" && !strings.HasSuffix(w.verb, "delete") && (w.by == byWorkload || w.ordinal == 1) && readAfter(w, false) {
+			add(TimeTravel, w)
+		}
+	}
+	for _, w := range workload {
+		if w.before != "" && strings.HasSuffix(w.verb, "delete") && readAfter(w, false) {
+			add(TimeTravel, w)
+		}
+	}
 	for _, k := range []PlanKind{AmbiguousWrite, CrashAfterWrite} {
-		for _, w := range writes {
-			if w.after != "" && w.ordinal == 1 {
+		for _, w := range controller {
+			if w.ordinal <= 5 {
 				add(k, w)
 			}
 		}
@@ -729,7 +1263,7 @@ type recordingCache struct {
 func (c *recordingCache) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 	err := c.Cache.Get(ctx, key, obj, opts...)
 	if err == nil {
-		c.run.read(kindName(c.run.opts.Scheme, obj), key, false, obj.GetResourceVersion(), 1, true)
+		c.run.read(ctx, kindName(c.run.opts.Scheme, obj), key, false, obj.GetResourceVersion(), 1, true)
 	}
 	return err
 }
@@ -752,6 +1286,6 @@ func (c *recordingCache) List(ctx context.Context, list client.ObjectList, opts 
 			return nil
 		})
 	}
-	c.run.read(kind, client.ObjectKey{}, true, list.GetResourceVersion(), meta.LenList(list), shows)
+	c.run.read(ctx, kind, client.ObjectKey{}, true, list.GetResourceVersion(), meta.LenList(list), shows)
 	return nil
 }
