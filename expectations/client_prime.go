@@ -5,8 +5,6 @@ import (
 	"fmt"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"github.com/racesafe/racesafe/internal/objcopy"
 )
 
 // Prime gives an empty Client what it would have kept had it made the
@@ -39,75 +37,13 @@ import (
 // Client cannot tell, a *ResourceVersionError for a version that cannot be
 // ordered, and the Lists' errors wrapped.
 func (c *Client) Prime(ctx context.Context, live client.Reader, list client.ObjectList, opts ...client.ListOption) (PrimeResult, error) {
-	var res PrimeResult
-	if objcopy.IsNil(list) || objcopy.IsNil(live) {
-		return res, fmt.Errorf("prime the client from %T: %w", list, ErrNilObject)
-	}
-	server := map[client.ObjectKey]client.Object{}
-	var cont string
-	for {
-		page, ok := list.DeepCopyObject().(client.ObjectList)
-		if !ok {
-			return res, fmt.Errorf("prime the client from %T: its copy is not a list: %w", list, ErrNilObject)
-		}
-		pageOpts := append(append([]client.ListOption{}, opts...), client.Limit(primePage), client.Continue(cont))
-		if err := live.List(ctx, page, pageOpts...); err != nil {
-			return res, fmt.Errorf("prime the client: live list %T: %w", list, err)
-		}
-		if res.ResourceVersion == "" {
-			res.ResourceVersion = page.GetResourceVersion()
-		}
-		if err := eachObject(page, func(o client.Object) error {
-			if _, err := c.tracker.kindOf(o, formOf(o)); err != nil {
-				return err
-			}
-			server[client.ObjectKeyFromObject(o)] = o
-			return nil
-		}); err != nil {
-			return res, fmt.Errorf("prime the client: %w", err)
-		}
-		if cont = page.GetContinue(); cont == "" {
-			break
-		}
-	}
-	res.Listed = len(server)
-
-	inCache, ok := list.DeepCopyObject().(client.ObjectList)
-	if !ok {
-		return res, fmt.Errorf("prime the client from %T: its copy is not a list: %w", list, ErrNilObject)
-	}
-	if err := c.inner.List(ctx, inCache, opts...); err != nil {
-		return res, fmt.Errorf("prime the client: cached list %T: %w", list, err)
-	}
-	lo := (&client.ListOptions{}).ApplyOptions(opts)
-	selective := (lo.LabelSelector != nil && !lo.LabelSelector.Empty()) || (lo.FieldSelector != nil && !lo.FieldSelector.Empty())
-	err := eachObject(inCache, func(cached client.Object) error {
-		s, found := server[client.ObjectKeyFromObject(cached)]
-		if !found && selective {
-			var err error
-			if s, err = liveCopy(ctx, live, cached); err != nil {
-				return err
-			}
-			found = s != nil
-		}
-		than := res.ResourceVersion
-		if found {
-			than = s.GetResourceVersion()
-		}
-		behind, err := older(cached, than)
-		switch {
-		case err != nil || !behind:
-			return err
-		case found:
-			res.Behind++
-			return c.recordWrite(ctx, "prime", s, "")
-		default:
-			res.Gone++
-			return c.recordDeletion(ctx, cached, ownGone)
-		}
+	res, err := primeGap(ctx, live, c.inner, list, opts, primeActions{
+		check:  func(o client.Object) error { _, err := c.tracker.kindOf(o, formOf(o)); return err },
+		behind: func(s client.Object) error { return c.recordWrite(ctx, "prime", s, "") },
+		gone:   func(cached client.Object) error { return c.recordDeletion(ctx, cached, ownGone) },
 	})
 	if err != nil {
-		return res, fmt.Errorf("prime the client: %w", err)
+		return res, fmt.Errorf("client: %w", err)
 	}
 	return res, nil
 }

@@ -57,8 +57,32 @@ type PrimeResult struct {
 // ErrNilObject for a nil list, ErrUnknownKind for a kind the tracker cannot
 // tell, and the Lists' errors wrapped.
 func (t *Tracker) Prime(ctx context.Context, live, cached client.Reader, list client.ObjectList, opts ...client.ListOption) (PrimeResult, error) {
+	if objcopy.IsNil(cached) {
+		return PrimeResult{}, fmt.Errorf("prime from %T: %w", list, ErrNilObject)
+	}
+	return primeGap(ctx, live, cached, list, opts, primeActions{
+		check:  func(o client.Object) error { _, _, err := t.keyOf(o); return err },
+		behind: t.ExpectWrite,
+		gone:   t.ExpectDeletion,
+	})
+}
+
+// primeActions are what Tracker.Prime and Client.Prime do with the gap
+// between the live List and the cache.
+type primeActions struct {
+	check  func(client.Object) error // a live object the primer cannot take
+	behind func(client.Object) error // the live copy of an object the cache holds older
+	gone   func(client.Object) error // the cached copy of an object the server deleted
+}
+
+// primeGap lists list's kind live, in pages (one snapshot), then from
+// cached, and calls do.behind with the live copy of each cached object that
+// is older than the server's, and do.gone with each cached object absent
+// from the live List at a version older than the List's (with a selector,
+// read live by name first: absent may mean relabelled).
+func primeGap(ctx context.Context, live, cached client.Reader, list client.ObjectList, opts []client.ListOption, do primeActions) (PrimeResult, error) {
 	var res PrimeResult
-	if objcopy.IsNil(list) || objcopy.IsNil(live) || objcopy.IsNil(cached) {
+	if objcopy.IsNil(list) || objcopy.IsNil(live) {
 		return res, fmt.Errorf("prime from %T: %w", list, ErrNilObject)
 	}
 	server := map[client.ObjectKey]client.Object{}
@@ -76,7 +100,7 @@ func (t *Tracker) Prime(ctx context.Context, live, cached client.Reader, list cl
 			res.ResourceVersion = page.GetResourceVersion()
 		}
 		if err := eachObject(page, func(o client.Object) error {
-			if _, _, err := t.keyOf(o); err != nil {
+			if err := do.check(o); err != nil {
 				return err
 			}
 			server[client.ObjectKeyFromObject(o)] = o
@@ -118,10 +142,10 @@ func (t *Tracker) Prime(ctx context.Context, live, cached client.Reader, list cl
 			return err
 		case found:
 			res.Behind++
-			return t.ExpectWrite(s)
+			return do.behind(s)
 		default:
 			res.Gone++
-			return t.ExpectDeletion(c)
+			return do.gone(c)
 		}
 	})
 	if err != nil {

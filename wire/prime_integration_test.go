@@ -57,30 +57,8 @@ func runNewLeader(t *testing.T, env *testenv.Env, direct client.Client, ns strin
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	// The predecessor holds the lease, and renews it until it has written.
-	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "children"}, Spec: coordinationv1.LeaseSpec{
-		HolderIdentity: ptr.To("predecessor"), LeaseDurationSeconds: ptr.To(int32(2)),
-		AcquireTime: &metav1.MicroTime{Time: time.Now()}, RenewTime: &metav1.MicroTime{Time: time.Now()},
-	}}
-	if err := direct.Create(ctx, lease); err != nil {
-		t.Fatal(err)
-	}
-	var predecessorDone atomic.Bool
-	renewed := make(chan struct{})
-	go func() {
-		defer close(renewed)
-		for !predecessorDone.Load() && ctx.Err() == nil {
-			var l coordinationv1.Lease
-			if err := direct.Get(ctx, client.ObjectKeyFromObject(lease), &l); err == nil {
-				l.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
-				_ = direct.Update(ctx, &l)
-			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(300 * time.Millisecond):
-			}
-		}
-	}()
-	defer func() { predecessorDone.Store(true); <-renewed }()
+	stopPredecessor := holdLease(ctx, t, direct, ns, "children", 2, 300*time.Millisecond)
+	defer stopPredecessor()
 
 	opts := childManagerOptions(ns, 4*time.Second)
 	// A warm standby: its controllers' sources, so its informers, run
@@ -128,7 +106,7 @@ func runNewLeader(t *testing.T, env *testenv.Env, direct client.Client, ns strin
 	if err := direct.Create(ctx, ownedChild(owner)); err != nil {
 		t.Fatal(err)
 	}
-	predecessorDone.Store(true)
+	stopPredecessor()
 	if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
 		return seen.Load() >= 5, nil
 	}); err != nil {
@@ -176,30 +154,8 @@ func TestIntegrationNewLeaderReadsItsPredecessorsLastWrite(t *testing.T) {
 func runNewLeaderOfMovedObject(t *testing.T, env *testenv.Env, direct client.Client, ns string, wired bool) (stale, fresh int64) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "phase"}, Spec: coordinationv1.LeaseSpec{
-		HolderIdentity: ptr.To("predecessor"), LeaseDurationSeconds: ptr.To(int32(1)),
-		AcquireTime: &metav1.MicroTime{Time: time.Now()}, RenewTime: &metav1.MicroTime{Time: time.Now()},
-	}}
-	if err := direct.Create(ctx, lease); err != nil {
-		t.Fatal(err)
-	}
-	var predecessorDone atomic.Bool
-	renewed := make(chan struct{})
-	go func() {
-		defer close(renewed)
-		for !predecessorDone.Load() && ctx.Err() == nil {
-			var l coordinationv1.Lease
-			if err := direct.Get(ctx, client.ObjectKeyFromObject(lease), &l); err == nil {
-				l.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
-				_ = direct.Update(ctx, &l)
-			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(200 * time.Millisecond):
-			}
-		}
-	}()
-	defer func() { predecessorDone.Store(true); <-renewed }()
+	stopPredecessor := holdLease(ctx, t, direct, ns, "phase", 1, 200*time.Millisecond)
+	defer stopPredecessor()
 
 	obj := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "item"}, Data: map[string]string{"phase": "Failed"}}
 	if err := direct.Create(ctx, obj); err != nil {
@@ -266,11 +222,43 @@ func runNewLeaderOfMovedObject(t *testing.T, env *testenv.Env, direct client.Cli
 	if err := direct.Update(ctx, obj); err != nil {
 		t.Fatal(err)
 	}
-	predecessorDone.Store(true)
+	stopPredecessor()
 	if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
 		return nFresh.Load() >= 5, nil
 	}); err != nil {
 		t.Fatalf("waiting for reconciles that read Deleting: %v", err)
 	}
 	return nStale.Load(), nFresh.Load()
+}
+
+// holdLease makes the predecessor: it creates the leader-election Lease
+// name in ns, held by "predecessor" for seconds, and renews it every
+// renewEvery until the returned stop is called (safe to call twice), which
+// waits for the renewals to end.
+func holdLease(ctx context.Context, t *testing.T, direct client.Client, ns, name string, seconds int32, renewEvery time.Duration) (stop func()) {
+	t.Helper()
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: coordinationv1.LeaseSpec{
+		HolderIdentity: ptr.To("predecessor"), LeaseDurationSeconds: ptr.To(seconds),
+		AcquireTime: &metav1.MicroTime{Time: time.Now()}, RenewTime: &metav1.MicroTime{Time: time.Now()},
+	}}
+	if err := direct.Create(ctx, lease); err != nil {
+		t.Fatal(err)
+	}
+	var done atomic.Bool
+	renewed := make(chan struct{})
+	go func() {
+		defer close(renewed)
+		for !done.Load() && ctx.Err() == nil {
+			var l coordinationv1.Lease
+			if err := direct.Get(ctx, client.ObjectKeyFromObject(lease), &l); err == nil {
+				l.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
+				_ = direct.Update(ctx, &l)
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(renewEvery):
+			}
+		}
+	}()
+	return func() { done.Store(true); <-renewed }
 }
