@@ -3,7 +3,6 @@ package racetest
 import (
 	"bytes"
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
@@ -15,7 +14,6 @@ import (
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -266,26 +264,7 @@ func (t *watchFaultTransport) RoundTrip(req *http.Request) (*http.Response, erro
 // goneResponse is the API server's answer to a watch from a
 // resourceVersion older than its window.
 func goneResponse(req *http.Request, rv string) (*http.Response, error) {
-	status := apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %s (injected by racetest)", rv)).ErrStatus
-	status.TypeMeta = metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}
-	body, err := json.Marshal(&status)
-	if err != nil {
-		return nil, fmt.Errorf("racetest: encode 410 Gone: %w", err)
-	}
-	if req.Body != nil {
-		_ = req.Body.Close()
-	}
-	return &http.Response{
-		Status:        "410 Gone",
-		StatusCode:    http.StatusGone,
-		Proto:         "HTTP/1.1",
-		ProtoMajor:    1,
-		ProtoMinor:    1,
-		Header:        http.Header{"Content-Type": []string{runtime.ContentTypeJSON}},
-		Body:          io.NopCloser(bytes.NewReader(body)),
-		ContentLength: int64(len(body)),
-		Request:       req,
-	}, nil
+	return statusResponse(req, apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %s (injected by racetest)", rv)).ErrStatus)
 }
 
 // frameLength returns, for a watch stream of contentType, the function that
