@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -28,28 +27,16 @@ import (
 // the cache has reached the child's version, and no longer: it sees its
 // child within the test's 30 s, where the TTL is 5 minutes.
 func TestIntegrationAmbiguousChildCreateMakesNoDuplicate(t *testing.T) {
-	env := testenv.Start(t, testenv.Options{})
-	direct, err := client.New(env.Config, client.Options{Scheme: clientgoscheme.Scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, wired := range []bool{false, true} {
-		name := map[bool]string{false: "controller-runtime", true: "wire"}[wired]
-		t.Run(name, func(t *testing.T) {
-			ns := "ambiguous-" + name
-			if err := direct.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-				t.Fatal(err)
-			}
-			children := runChildController(t, env, direct, ns, wired)
-			t.Logf("%s: %d children on the server", name, children)
-			if wired && children != 1 {
-				t.Errorf("wired controller: %d children after an ambiguous create, want exactly 1", children)
-			}
-			if !wired && children < 2 {
-				t.Errorf("controller-runtime controller: %d children; with the create applied and a 300 ms lag it must duplicate, or this test proves nothing", children)
-			}
-		})
-	}
+	bothBuilders(t, "ambiguous", func(t *testing.T, env *testenv.Env, direct client.Client, ns string, wired bool) {
+		children := runChildController(t, env, direct, ns, wired)
+		t.Logf("%s: %d children on the server", ns, children)
+		if wired && children != 1 {
+			t.Errorf("wired controller: %d children after an ambiguous create, want exactly 1", children)
+		}
+		if !wired && children < 2 {
+			t.Errorf("controller-runtime controller: %d children; with the create applied and a 300 ms lag it must duplicate, or this test proves nothing", children)
+		}
+	})
 }
 
 func runChildController(t *testing.T, env *testenv.Env, direct client.Client, ns string, wired bool) int {

@@ -3,6 +3,7 @@ package wire_test
 import (
 	"context"
 	"sync/atomic"
+	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -18,6 +19,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/racesafe/racesafe/internal/testenv"
 	"github.com/racesafe/racesafe/racetest"
 	"github.com/racesafe/racesafe/wire"
 )
@@ -75,4 +77,26 @@ func ownedChild(owner *corev1.ConfigMap) *corev1.Secret {
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: owner.Namespace, GenerateName: "child-", Labels: map[string]string{"owner": owner.Name}}}
 	_ = controllerutil.SetControllerReference(owner, s, clientgoscheme.Scheme)
 	return s
+}
+
+// bothBuilders starts one envtest and runs run twice on it, as subtests
+// "controller-runtime" (wired false) and "wire" (wired true), each in a
+// namespace of its own named prefix-<subtest>.
+func bothBuilders(t *testing.T, prefix string, run func(t *testing.T, env *testenv.Env, direct client.Client, ns string, wired bool)) {
+	t.Helper()
+	env := testenv.Start(t, testenv.Options{})
+	direct, err := client.New(env.Config, client.Options{Scheme: clientgoscheme.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, wired := range []bool{false, true} {
+		name := map[bool]string{false: "controller-runtime", true: "wire"}[wired]
+		t.Run(name, func(t *testing.T) {
+			ns := prefix + "-" + name
+			if err := direct.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+				t.Fatal(err)
+			}
+			run(t, env, direct, ns, wired)
+		})
+	}
 }

@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -29,28 +28,16 @@ import (
 // List; the wired one primes the owned kinds at election and waits for its
 // cache to show the child.
 func TestIntegrationNewLeaderKnowsItsPredecessorsChildren(t *testing.T) {
-	env := testenv.Start(t, testenv.Options{})
-	direct, err := client.New(env.Config, client.Options{Scheme: clientgoscheme.Scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, wired := range []bool{false, true} {
-		name := map[bool]string{false: "controller-runtime", true: "wire"}[wired]
-		t.Run(name, func(t *testing.T) {
-			ns := "prime-" + name
-			if err := direct.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-				t.Fatal(err)
-			}
-			children := runNewLeader(t, env, direct, ns, wired)
-			t.Logf("%s: %d children on the server", name, children)
-			if wired && children != 1 {
-				t.Errorf("wired new leader: %d children, want exactly the predecessor's 1", children)
-			}
-			if !wired && children < 2 {
-				t.Errorf("controller-runtime new leader: %d children; with its cache 4 s behind it must duplicate, or this test proves nothing", children)
-			}
-		})
-	}
+	bothBuilders(t, "prime", func(t *testing.T, env *testenv.Env, direct client.Client, ns string, wired bool) {
+		children := runNewLeader(t, env, direct, ns, wired)
+		t.Logf("%s: %d children on the server", ns, children)
+		if wired && children != 1 {
+			t.Errorf("wired new leader: %d children, want exactly the predecessor's 1", children)
+		}
+		if !wired && children < 2 {
+			t.Errorf("controller-runtime new leader: %d children; with its cache 4 s behind it must duplicate, or this test proves nothing", children)
+		}
+	})
 }
 
 func runNewLeader(t *testing.T, env *testenv.Env, direct client.Client, ns string, wired bool) int {
@@ -127,28 +114,16 @@ func runNewLeader(t *testing.T, env *testenv.Env, direct client.Client, ns strin
 // stale read, after a failover); the wired one primes its client with the
 // For kind at election and reads Deleting from its first reconcile on.
 func TestIntegrationNewLeaderReadsItsPredecessorsLastWrite(t *testing.T) {
-	env := testenv.Start(t, testenv.Options{})
-	direct, err := client.New(env.Config, client.Options{Scheme: clientgoscheme.Scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, wired := range []bool{false, true} {
-		name := map[bool]string{false: "controller-runtime", true: "wire"}[wired]
-		t.Run(name, func(t *testing.T) {
-			ns := "prime-for-" + name
-			if err := direct.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-				t.Fatal(err)
-			}
-			stale, fresh := runNewLeaderOfMovedObject(t, env, direct, ns, wired)
-			t.Logf("%s: reconciles that read Failed %d, Deleting %d", name, stale, fresh)
-			if wired && stale != 0 {
-				t.Errorf("wired new leader read the phase its predecessor left %d times, want never", stale)
-			}
-			if !wired && stale == 0 {
-				t.Errorf("controller-runtime new leader never read the old phase; with its cache 4 s behind it must, or this test proves nothing")
-			}
-		})
-	}
+	bothBuilders(t, "prime-for", func(t *testing.T, env *testenv.Env, direct client.Client, ns string, wired bool) {
+		stale, fresh := runNewLeaderOfMovedObject(t, env, direct, ns, wired)
+		t.Logf("%s: reconciles that read Failed %d, Deleting %d", ns, stale, fresh)
+		if wired && stale != 0 {
+			t.Errorf("wired new leader read the phase its predecessor left %d times, want never", stale)
+		}
+		if !wired && stale == 0 {
+			t.Errorf("controller-runtime new leader never read the old phase; with its cache 4 s behind it must, or this test proves nothing")
+		}
+	})
 }
 
 func runNewLeaderOfMovedObject(t *testing.T, env *testenv.Env, direct client.Client, ns string, wired bool) (stale, fresh int64) {
