@@ -177,3 +177,40 @@ func TestCheckCaughtUpDoesNotAllocate(t *testing.T) {
 		})
 	}
 }
+
+// TestRepeatedStaleCheckDoesNotAllocate: a controller checks the same stale
+// copy again on each requeue until its cache catches up; those checks return
+// the error they returned before, and allocate nothing. A copy at another
+// version, or an expectation raised meanwhile, gets an error of its own.
+func TestRepeatedStaleCheckDoesNotAllocate(t *testing.T) {
+	for _, f := range forms {
+		t.Run(f.name, func(t *testing.T) {
+			tr := expectations.New(expectations.Options{Name: "allocs-stale"})
+			if err := tr.ExpectWrite(f.obj("written", "u", "100")); err != nil {
+				t.Fatal(err)
+			}
+			old := f.obj("written", "u", "98")
+			first := tr.Check(old)
+			var stale *expectations.StaleError
+			if !errors.As(first, &stale) || stale.Seen != "98" || stale.Want != "100" {
+				t.Fatalf("Check = %v, want stale 98 < 100", first)
+			}
+			if n := testing.AllocsPerRun(100, func() {
+				if err := tr.Check(old); err != first {
+					t.Fatalf("repeated stale Check = %v, want the same error as before", err)
+				}
+			}); n != 0 {
+				t.Errorf("allocations per repeated stale Check: %v, want 0", n)
+			}
+			if err := tr.Check(f.obj("written", "u", "99")); !errors.As(err, &stale) || stale.Seen != "99" {
+				t.Errorf("Check of another version = %v, want stale with Seen 99", err)
+			}
+			if err := tr.ExpectWrite(f.obj("written", "u", "101")); err != nil {
+				t.Fatal(err)
+			}
+			if err := tr.Check(f.obj("written", "u", "99")); !errors.As(err, &stale) || stale.Want != "101" {
+				t.Errorf("Check after the expectation was raised = %v, want stale with Want 101", err)
+			}
+		})
+	}
+}

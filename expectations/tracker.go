@@ -2,6 +2,7 @@ package expectations
 
 import (
 	"fmt"
+	"hash/maphash"
 	"math"
 	"reflect"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	"unsafe"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -59,23 +61,33 @@ type Tracker struct {
 	// the first one resolved, the usual answer for a tracker of one kind.
 	typedKinds sync.Map // reflect.Type -> *typedKind
 	first      atomic.Pointer[typedKind]
+	// lastNamed is the last kind an unstructured or metadata-only object
+	// named (namedKind).
+	lastNamed atomic.Pointer[namedKind]
 	// kindIDs numbers the kinds seen, so that a key holds a number rather
 	// than two more strings to hash and compare.
 	kindMu  sync.RWMutex
 	kindIDs map[schema.GroupKind]kindID
-	// nextSweep is the UnixNano after which the next write may sweep expired
+	// ticker reads the clock; times below are its ticks.
+	ticker ticker
+	// nextSweep is the tick after which the next write may sweep expired
 	// entries. A CompareAndSwap elects the one writer that pays for it.
 	nextSweep atomic.Int64
-	shards    [shardCount]shard
+	// seed hashes keys (hashKey); one per tracker.
+	seed   maphash.Seed
+	shards [shardCount]shard
 }
 
 // shardCount spreads keys so that concurrent checks of different objects
 // rarely touch the same lock. A power of two, so a mask picks the shard.
-const shardCount = 64
+const (
+	shardBits  = 6
+	shardCount = 1 << shardBits
+)
 
 type shardState struct {
 	mu sync.RWMutex
-	m  map[objectKey]expectation
+	m  table
 }
 
 // shard pads shardState to its own cache lines: RLock writes the mutex, and
@@ -99,6 +111,11 @@ type kindID uint32
 type kind struct {
 	gk schema.GroupKind
 	id kindID
+}
+
+type namedKind struct {
+	apiVersion, kindName string
+	kind
 }
 
 type typedKind struct {
@@ -141,7 +158,7 @@ type expectation struct {
 	caught form
 	// at is when the expectation was last raised; TTL and catch-up time
 	// count from it.
-	at time.Time
+	at ticks
 }
 
 func (e expectation) pending() bool { return e.caught == 0 }
@@ -169,11 +186,13 @@ func New(opts Options) *Tracker {
 		scheme:  opts.Scheme,
 		m:       newTrackerMetrics(opts.Name),
 		kindIDs: make(map[schema.GroupKind]kindID),
+		seed:    maphash.MakeSeed(),
 	}
 	for i := range t.shards {
-		t.shards[i].m = make(map[objectKey]expectation)
+		t.shards[i].m = newTable()
 	}
-	t.nextSweep.Store(addSaturated(t.clock.Now().UnixNano(), t.ttl))
+	t.ticker = newTicker(opts.Clock)
+	t.nextSweep.Store(addSaturated(0, t.ttl))
 	return t
 }
 
@@ -219,16 +238,17 @@ func (t *Tracker) expect(obj client.Object, deletion bool) error {
 	if err := t.validRV(obj, key, rv); err != nil {
 		return err
 	}
-	now := t.clock.Now()
+	now := t.ticker.now()
 	next := expectation{uid: obj.GetUID(), rv: rv, deletion: deletion, at: now}
 
-	s := t.shardFor(key)
+	h := hashKey(t.seed, key)
+	s := t.shardFor(h)
 	s.mu.Lock()
-	prev, found := s.m[key]
+	prev, found := s.m.get(h, key)
 	if found {
 		next = merge(prev, next)
 	}
-	s.m[key] = next
+	s.m.put(h, key, next)
 	s.mu.Unlock()
 	if next.pending() && (!found || !prev.pending()) {
 		t.m.pending.Inc()
@@ -298,26 +318,37 @@ func (t *Tracker) Check(obj client.Object) error {
 	if err := t.validRV(obj, key, seen); err != nil {
 		return err
 	}
-	s := t.shardFor(key)
+	h := hashKey(t.seed, key)
+	s := t.shardFor(h)
 	// Misses and stale reads are decided under the read lock, so that checks
 	// of many objects, and repeated stale checks of one, proceed in parallel.
 	// Only a form catching up, or dropping an expectation, takes the write
 	// lock.
 	s.mu.RLock()
-	e, found := s.m[key]
-	s.mu.RUnlock()
-	if !found || e.caught&f != 0 {
+	p := s.m.find(h, key)
+	if p == nil || p.e.caught&f != 0 {
+		s.mu.RUnlock()
 		return nil
 	}
+	e := p.e
+	s.mu.RUnlock()
 	uid := obj.GetUID()
-	now := t.clock.Now()
+	now := t.ticker.now()
 	v := t.judge(e, now, uid, seen)
 	if v == verdictKeep {
-		return t.refuse(obj, key, e, seen)
+		s.mu.RLock()
+		if p := s.m.find(h, key); p != nil && p.e == e {
+			err := t.staleError(p, obj, key, seen)
+			s.mu.RUnlock()
+			t.m.stale.Inc()
+			return err
+		}
+		s.mu.RUnlock()
+		// Changed since it was judged: judged again under the write lock.
 	}
 
 	s.mu.Lock()
-	cur, found := s.m[key]
+	cur, found := s.m.get(h, key)
 	if found && cur != e {
 		// A write raised the expectation, or a check caught up, since the
 		// read lock: judge again, or a read older than that write would
@@ -336,7 +367,7 @@ func (t *Tracker) Check(obj client.Object) error {
 		}
 		return t.refuse(obj, key, e, seen)
 	}
-	t.settle(s, key, e, f, v, now)
+	t.settle(s, h, key, e, f, v, now)
 	s.mu.Unlock()
 	return nil
 }
@@ -351,8 +382,8 @@ const (
 )
 
 // judge applies the rules of Check to e at time now. seen is well-formed.
-func (t *Tracker) judge(e expectation, now time.Time, uid types.UID, seen string) verdict {
-	if now.Sub(e.at) >= t.ttl {
+func (t *Tracker) judge(e expectation, now ticks, uid types.UID, seen string) verdict {
+	if now.sub(e.at) >= t.ttl {
 		return verdictExpired
 	}
 	if e.satisfiedBy(uid, seen) {
@@ -363,10 +394,10 @@ func (t *Tracker) judge(e expectation, now time.Time, uid types.UID, seen string
 
 // settle applies verdict v of form f to e, recorded under key in s, whose
 // write lock the caller holds; it updates the metrics.
-func (t *Tracker) settle(s *shard, key objectKey, e expectation, f form, v verdict, now time.Time) {
+func (t *Tracker) settle(s *shard, h keyHash, key objectKey, e expectation, f form, v verdict, now ticks) {
 	wasPending := e.pending()
 	if v == verdictExpired {
-		delete(s.m, key)
+		s.m.del(h, key)
 		if wasPending {
 			t.m.pending.Dec()
 			t.m.expired.Inc()
@@ -375,9 +406,9 @@ func (t *Tracker) settle(s *shard, key objectKey, e expectation, f form, v verdi
 	}
 	e.caught |= f
 	if e.caught == allForms {
-		delete(s.m, key)
+		s.m.del(h, key)
 	} else {
-		s.m[key] = e
+		s.m.put(h, key, e)
 	}
 	if !wasPending {
 		return
@@ -387,15 +418,35 @@ func (t *Tracker) settle(s *shard, key objectKey, e expectation, f form, v verdi
 	// it, so it is neither satisfied nor a catch-up time.
 	if v == verdictSatisfied || e.deletion {
 		t.m.satisfied.Inc()
-		t.m.catchUp.Observe(now.Sub(e.at).Seconds())
+		t.m.catchUp.Observe(now.sub(e.at).Seconds())
 	}
 }
 
 // refuse returns the error of a check that keeps its expectation.
 func (t *Tracker) refuse(obj client.Object, key objectKey, e expectation, seen string) error {
 	t.m.stale.Inc()
+	return t.newStaleError(obj, key, e, seen)
+}
+
+func (t *Tracker) newStaleError(obj client.Object, key objectKey, e expectation, seen string) *StaleError {
 	k, _ := t.kindOf(obj, formOf(obj)) // cached by the keyOf before
 	return &StaleError{Kind: k.gk, Key: key.ObjectKey, Want: e.rv, Seen: seen, Deletion: e.deletion}
+}
+
+// staleError returns the error for a stale check against slot p, whose
+// shard's read lock the caller holds. A controller requeues and checks the
+// same cached copy again until its cache catches up, so the slot keeps the
+// last error it returned and returns it again while the copy's version and
+// the expectation are the same: those checks allocate nothing. Errors are
+// not modified after they are returned, so one may be shared.
+func (t *Tracker) staleError(p *slot, obj client.Object, key objectKey, seen string) *StaleError {
+	if last := p.stale.Load(); last != nil && last.Seen == seen && last.Want == p.e.rv &&
+		last.Deletion == p.e.deletion && last.Key == key.ObjectKey {
+		return last
+	}
+	err := t.newStaleError(obj, key, p.e, seen)
+	p.stale.Store(err)
+	return err
 }
 
 // satisfiedBy reports whether a cached object with uid at the well-formed
@@ -443,21 +494,22 @@ func (t *Tracker) CheckAbsent(key client.ObjectKey, obj client.Object) error {
 		return fmt.Errorf("check absence of %s: %w", key, err)
 	}
 	k := objectKey{kind: kind.id, ObjectKey: key}
-	s := t.shardFor(k)
+	h := hashKey(t.seed, k)
+	s := t.shardFor(h)
 	s.mu.RLock()
-	e, found := s.m[k]
+	e, found := s.m.get(h, k)
 	s.mu.RUnlock()
 	if !found || e.caught&f != 0 {
 		return nil
 	}
 	s.mu.Lock()
-	if e, found = s.m[k]; found && e.caught&f == 0 {
-		now := t.clock.Now()
+	if e, found = s.m.get(h, k); found && e.caught&f == 0 {
+		now := t.ticker.now()
 		v := verdictAbsent
-		if now.Sub(e.at) >= t.ttl {
+		if now.sub(e.at) >= t.ttl {
 			v = verdictExpired
 		}
-		t.settle(s, k, e, f, v, now)
+		t.settle(s, h, k, e, f, v, now)
 	}
 	s.mu.Unlock()
 	return nil
@@ -474,9 +526,10 @@ func (t *Tracker) Satisfied(obj client.Object) bool {
 	if err != nil {
 		return false
 	}
-	s := t.shardFor(key)
+	h := hashKey(t.seed, key)
+	s := t.shardFor(h)
 	s.mu.RLock()
-	e, found := s.m[key]
+	e, found := s.m.get(h, key)
 	s.mu.RUnlock()
 	return found && e.caught&f == 0 && e.satisfiedBy(obj.GetUID(), obj.GetResourceVersion())
 }
@@ -488,9 +541,10 @@ func (t *Tracker) awaits(obj client.Object) bool {
 	if err != nil {
 		return false
 	}
-	s := t.shardFor(key)
+	h := hashKey(t.seed, key)
+	s := t.shardFor(h)
 	s.mu.RLock()
-	e, found := s.m[key]
+	e, found := s.m.get(h, key)
 	s.mu.RUnlock()
 	return found && e.caught&f == 0
 }
@@ -504,10 +558,11 @@ func (t *Tracker) Forget(obj client.Object) error {
 	if err != nil {
 		return err
 	}
-	s := t.shardFor(key)
+	h := hashKey(t.seed, key)
+	s := t.shardFor(h)
 	s.mu.Lock()
-	e, found := s.m[key]
-	delete(s.m, key)
+	e, found := s.m.get(h, key)
+	s.m.del(h, key)
 	s.mu.Unlock()
 	if found && e.pending() {
 		t.m.pending.Dec()
@@ -523,11 +578,12 @@ func (t *Tracker) Pending() int {
 	for i := range t.shards {
 		s := &t.shards[i]
 		s.mu.RLock()
-		for _, e := range s.m {
+		s.m.each(func(_ objectKey, e expectation) bool {
 			if e.pending() {
 				n++
 			}
-		}
+			return true
+		})
 		s.mu.RUnlock()
 	}
 	return n
@@ -538,8 +594,8 @@ func (t *Tracker) Pending() int {
 // controller stopped, or only some of its forms are read) would otherwise
 // stay forever; with the sweep, memory is bounded by the writes of the last
 // two TTLs.
-func (t *Tracker) maybeSweep(now time.Time) {
-	next, at := t.nextSweep.Load(), now.UnixNano()
+func (t *Tracker) maybeSweep(now ticks) {
+	next, at := t.nextSweep.Load(), int64(now)
 	if at < next || !t.nextSweep.CompareAndSwap(next, addSaturated(at, t.ttl)) {
 		return
 	}
@@ -548,14 +604,15 @@ func (t *Tracker) maybeSweep(now time.Time) {
 	for i := range t.shards {
 		s := &t.shards[i]
 		s.mu.Lock()
-		for key, e := range s.m {
-			if now.Sub(e.at) >= t.ttl {
-				delete(s.m, key)
-				if e.pending() {
-					dropped++
-				}
+		s.m.each(func(_ objectKey, e expectation) bool {
+			if now.sub(e.at) < t.ttl {
+				return true
 			}
-		}
+			if e.pending() {
+				dropped++
+			}
+			return false
+		})
 		s.mu.Unlock()
 	}
 	if dropped > 0 {
@@ -573,20 +630,10 @@ func addSaturated(nanos int64, d time.Duration) int64 {
 	return nanos + int64(d)
 }
 
-func (t *Tracker) shardFor(key objectKey) *shard {
-	// FNV-1a over namespace "/" name, inline: hash/fnv would allocate a
-	// hasher and a []byte copy of the strings on every check. Objects of one
-	// name and several kinds share a shard, which costs nothing.
-	const offset32, prime32 = 2166136261, 16777619
-	h := uint32(offset32)
-	for i := 0; i < len(key.Namespace); i++ {
-		h = (h ^ uint32(key.Namespace[i])) * prime32
-	}
-	h = (h ^ '/') * prime32
-	for i := 0; i < len(key.Name); i++ {
-		h = (h ^ uint32(key.Name[i])) * prime32
-	}
-	return &t.shards[h&(shardCount-1)]
+// shardFor picks the shard of a key by its hash's top bits; the map inside
+// uses all of them.
+func (t *Tracker) shardFor(h keyHash) *shard {
+	return &t.shards[h>>(64-shardBits)]
 }
 
 // keyOf returns obj's key and form, or ErrNilObject, ErrNoName or
@@ -597,12 +644,17 @@ func (t *Tracker) keyOf(obj client.Object) (objectKey, form, error) {
 	}
 	// A typed nil pointer is a non-nil interface whose accessor methods
 	// panic: GetName on (*corev1.ConfigMap)(nil) dereferences nil.
-	if v := reflect.ValueOf(obj); v.Kind() == reflect.Pointer && v.IsNil() {
+	if nilPointer(obj) {
 		return objectKey{}, 0, fmt.Errorf("%T: %w", obj, ErrNilObject)
 	}
 	key := client.ObjectKey{Namespace: obj.GetNamespace(), Name: obj.GetName()}
 	if key.Name == "" {
 		return objectKey{}, 0, fmt.Errorf("%T in namespace %q: %w", obj, key.Namespace, ErrNoName)
+	}
+	// The usual answer first: the tracker's first typed kind, known by the
+	// Go type alone, before the type switch of formOf.
+	if first := t.first.Load(); first != nil && first.typ == reflect.TypeOf(obj) {
+		return objectKey{kind: first.id, ObjectKey: key}, formTyped, nil
 	}
 	f := formOf(obj)
 	k, err := t.kindOf(obj, f)
@@ -617,11 +669,7 @@ func (t *Tracker) keyOf(obj client.Object) (objectKey, form, error) {
 // typed object's comes from the scheme, by Go type, and is cached.
 func (t *Tracker) kindOf(obj client.Object, f form) (kind, error) {
 	if f != formTyped {
-		gk := obj.GetObjectKind().GroupVersionKind().GroupKind()
-		if gk.Kind == "" {
-			return kind{}, fmt.Errorf("%T without apiVersion and kind: %w", obj, ErrUnknownKind)
-		}
-		return kind{gk: gk, id: t.kindID(gk)}, nil
+		return t.namedKind(obj)
 	}
 	typ := reflect.TypeOf(obj)
 	if first := t.first.Load(); first != nil && first.typ == typ {
@@ -640,6 +688,33 @@ func (t *Tracker) kindOf(obj client.Object, f form) (kind, error) {
 	// make every check write a line that all checks read.
 	t.first.CompareAndSwap(nil, tk)
 	return tk.kind, nil
+}
+
+// namedKind returns the kind an unstructured or metadata-only object names
+// in its apiVersion and kind. The last pair seen is kept with its answer, so
+// that a tracker reading one kind in these forms compares two short strings
+// rather than parse the apiVersion and look the kind up on every check.
+func (t *Tracker) namedKind(obj client.Object) (kind, error) {
+	var apiVersion, kindName string
+	switch o := obj.(type) {
+	case *metav1.PartialObjectMetadata:
+		apiVersion, kindName = o.APIVersion, o.Kind
+	case *unstructured.Unstructured:
+		apiVersion, kindName = o.GetAPIVersion(), o.GetKind()
+	default:
+		gvk := obj.GetObjectKind().GroupVersionKind()
+		apiVersion, kindName = gvk.GroupVersion().String(), gvk.Kind
+	}
+	if last := t.lastNamed.Load(); last != nil && last.apiVersion == apiVersion && last.kindName == kindName {
+		return last.kind, nil
+	}
+	gk := schema.FromAPIVersionAndKind(apiVersion, kindName).GroupKind()
+	if gk.Kind == "" {
+		return kind{}, fmt.Errorf("%T without apiVersion and kind: %w", obj, ErrUnknownKind)
+	}
+	k := kind{gk: gk, id: t.kindID(gk)}
+	t.lastNamed.Store(&namedKind{apiVersion: apiVersion, kindName: kindName, kind: k})
+	return k, nil
 }
 
 // schemeKind asks the scheme for the kind of a typed object. A type
