@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -254,16 +255,17 @@ func (c *Client) Get(ctx context.Context, key client.ObjectKey, obj client.Objec
 		c.count(err)
 		return err
 	}
-	fresh, err := objcopy.EmptyLike(obj)
+	fresh, pool, err := scratchLike(obj, f)
 	if err != nil {
 		return fmt.Errorf("get %s: %w", key, err)
 	}
+	defer giveBack(pool, fresh)
 	// The cache's copy is only compared, and copied out when it wins: a
 	// shallow read spares the deep copy of an object that this client's own
 	// write replaces. fresh is never written through: its maps are the
 	// cache's.
 	var cached client.Object = fresh
-	if err := c.inner.Get(ctx, key, fresh, append(opts[:len(opts):len(opts)], client.UnsafeDisableDeepCopy)...); err != nil {
+	if err := c.inner.Get(ctx, key, fresh, shallow(opts)...); err != nil {
 		if !apierrors.IsNotFound(err) {
 			return err
 		}
@@ -291,8 +293,8 @@ func (c *Client) Get(ctx context.Context, key client.ObjectKey, obj client.Objec
 		c.metrics().own.Inc()
 		return apierrors.NewNotFound(schema.GroupResource{Group: k.gk.Group, Resource: k.gk.Kind}, key.Name)
 	case serveOwn:
-		if err := into(c.scheme, e.obj, e.gvk, fresh); err == nil {
-			setInto(obj, fresh)
+		// into writes obj only when it succeeds.
+		if err := into(c.scheme, e.obj, e.gvk, obj); err == nil {
 			c.metrics().own.Inc()
 			return nil
 		}
@@ -311,6 +313,56 @@ func (c *Client) Get(ctx context.Context, key client.ObjectKey, obj client.Objec
 	log.FromContext(ctx).V(1).Info("stale cache read, not handed out", "controller", c.metrics().name,
 		"kind", k.gk, "object", key, "want", stale.Want, "seen", stale.Seen, "deletion", stale.Deletion)
 	return stale
+}
+
+// shallowOnly is the options of a Get that only compares: no deep copy.
+var shallowOnly = []client.GetOption{client.UnsafeDisableDeepCopy}
+
+func shallow(opts []client.GetOption) []client.GetOption {
+	if len(opts) == 0 {
+		return shallowOnly
+	}
+	return append(opts[:len(opts):len(opts)], client.UnsafeDisableDeepCopy)
+}
+
+// scratches keeps empty typed objects, per Go type, to read the cache's
+// copy into for a comparison: a Get served from this client's own write
+// then allocates only the copy it hands out.
+var scratches sync.Map // reflect.Type -> *sync.Pool
+
+// scratchLike returns an empty object of obj's type and form, and the pool
+// to give it back to (giveBack) once it is no longer read. A typed one comes
+// from a pool; an unstructured or metadata-only one names its kind, which
+// the cache reads it by, and is made anew (its pool is nil).
+func scratchLike(obj client.Object, f form) (client.Object, *sync.Pool, error) {
+	if f != formTyped {
+		fresh, err := objcopy.EmptyLike(obj)
+		return fresh, nil, err
+	}
+	typ := reflect.TypeOf(obj)
+	if typ.Kind() != reflect.Pointer {
+		return nil, nil, fmt.Errorf("%T is not a pointer", obj)
+	}
+	p, ok := scratches.Load(typ)
+	if !ok {
+		p, _ = scratches.LoadOrStore(typ, &sync.Pool{New: func() any { return reflect.New(typ.Elem()).Interface() }})
+	}
+	pool := p.(*sync.Pool)
+	fresh, ok := pool.Get().(client.Object)
+	if !ok {
+		return nil, nil, fmt.Errorf("cannot make an empty %T", obj)
+	}
+	return fresh, pool, nil
+}
+
+// giveBack zeroes a scratch object, so that it keeps no reference to the
+// cache's maps, and puts it back in its pool.
+func giveBack(pool *sync.Pool, fresh client.Object) {
+	if pool == nil {
+		return
+	}
+	reflect.ValueOf(fresh).Elem().SetZero()
+	pool.Put(fresh)
 }
 
 func (c *Client) count(err error) {

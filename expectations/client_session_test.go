@@ -3,6 +3,7 @@ package expectations_test
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -11,8 +12,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
+	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -20,21 +23,39 @@ import (
 	"github.com/racesafe/racesafe/expectations"
 )
 
-// memCache answers Get with a deep copy of one stored ConfigMap, as an
-// informer's cache does, and Creates by numbering resourceVersions without
-// storing: a cache that never catches up.
+// memCache answers Get from one stored ConfigMap the way controller-runtime's
+// informer cache does (CacheReader.Get in pkg/cache/internal/cache_reader.go,
+// v0.23-v0.25): the object is found in a client-go indexer by
+// "namespace/name", deep-copied with DeepCopyObject unless
+// UnsafeDisableDeepCopy is given, assigned into the caller's object by
+// reflection, and stamped with its GroupVersionKind. It Creates and Updates
+// by numbering resourceVersions without storing: a cache that never catches
+// up.
 func memCache(stored *corev1.ConfigMap) client.Client {
 	var rv atomic.Int64
 	rv.Store(1000)
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	if err := indexer.Add(stored); err != nil {
+		panic(err)
+	}
+	gvk := corev1.SchemeGroupVersion.WithKind("ConfigMap")
 	return interceptor.NewClient(fake.NewClientBuilder().Build(), interceptor.Funcs{
-		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-			for _, o := range opts {
-				if o == client.UnsafeDisableDeepCopy {
-					*obj.(*corev1.ConfigMap) = *stored // shares the maps, as the informer cache does
-					return nil
-				}
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, out client.Object, opts ...client.GetOption) error {
+			getOpts := client.GetOptions{}
+			getOpts.ApplyOptions(opts)
+			item, exists, err := indexer.GetByKey(key.Namespace + "/" + key.Name)
+			if err != nil || !exists {
+				return fmt.Errorf("%s: exists %v: %w", key, exists, err)
 			}
-			stored.DeepCopyInto(obj.(*corev1.ConfigMap))
+			obj := item.(runtime.Object)
+			deep := getOpts.UnsafeDisableDeepCopy == nil || !*getOpts.UnsafeDisableDeepCopy
+			if deep {
+				obj = obj.DeepCopyObject()
+			}
+			reflect.Indirect(reflect.ValueOf(out)).Set(reflect.Indirect(reflect.ValueOf(obj)))
+			if deep {
+				out.GetObjectKind().SetGroupVersionKind(gvk)
+			}
 			return nil
 		},
 		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
