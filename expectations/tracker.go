@@ -309,6 +309,9 @@ func merge(prev, next expectation) expectation {
 //     expired unless a form had caught up with it.
 //
 // On a *StaleError the caller must not act on obj: requeue and read again.
+// A repeated stale check of the same copy (same resourceVersion, same
+// expectation) returns the same *StaleError value, allocating nothing; do not
+// modify it.
 func (t *Tracker) Check(obj client.Object) error {
 	key, f, err := t.keyOf(obj)
 	if err != nil {
