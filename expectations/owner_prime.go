@@ -105,31 +105,25 @@ func (t *OwnerTracker) primeKind(ctx context.Context, live client.Reader, protos
 			return fmt.Errorf("cached list of %T: %w", proto, err)
 		}
 		shown := map[client.ObjectKey]bool{}
+		do := primeActions{
+			behind: func(s client.Object) error { return t.ExpectOwnedWrite(ctx, s) },
+			gone: func(c client.Object) error {
+				c.GetObjectKind().SetGroupVersionKind(gvk)
+				return t.ExpectOwnedDeletion(ctx, c)
+			},
+		}
 		err = eachObject(list, func(c client.Object) error {
 			key := client.ObjectKeyFromObject(c)
 			shown[key] = true
 			if _, _, err := t.controllerOf(c); err != nil {
 				return nil
 			}
-			s, found := server[key]
-			than := listRV
-			if found && sameUID(s.GetUID(), c.GetUID()) {
-				than = s.GetResourceVersion()
-			} else {
-				found = false
+			// Another incarnation under c's name means c's object is gone.
+			var current client.Object
+			if s, found := server[key]; found && sameUID(s.GetUID(), c.GetUID()) {
+				current = s
 			}
-			behind, err := older(c, than)
-			switch {
-			case err != nil || !behind:
-				return err
-			case found:
-				res.Behind++
-				return t.ExpectOwnedWrite(ctx, s)
-			default:
-				res.Gone++
-				c.GetObjectKind().SetGroupVersionKind(gvk)
-				return t.ExpectOwnedDeletion(ctx, c)
-			}
+			return primeCached(c, current, listRV, &res.Behind, &res.Gone, do)
 		})
 		if err != nil {
 			return err
