@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -124,16 +123,15 @@ type gateTransport struct {
 func (t *gateTransport) WrappedRoundTripper() http.RoundTripper { return t.next }
 
 func (t *gateTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	r := Classify(req.Method, req.URL)
-	if r.Verb != "watch" && r.Verb != "list" {
+	lw, ok := asListWatch(req)
+	if !ok {
 		return t.next.RoundTrip(req)
 	}
+	r, initial, rv := lw.Request, lw.initial, lw.rv
 	q := req.URL.Query()
-	initial, _ := strconv.ParseBool(q.Get("sendInitialEvents"))
-	rv := q.Get("resourceVersion")
 	g := t.gate
 	g.mu.Lock()
-	gone := r.Verb == "watch" && !initial && rv != "" && rv != "0" && g.gone[r.Resource]
+	gone := lw.resumes() && g.gone[r.Resource]
 	if gone {
 		delete(g.gone, r.Resource)
 	}
