@@ -33,14 +33,9 @@ const primeLag = 2 * time.Second
 func TestIntegrationPrimeRefusesWhatTheCacheLags(t *testing.T) {
 	env := testenv.Start(t, testenv.Options{})
 	ctx := t.Context()
-	direct, err := client.New(env.Config, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	direct := testenv.Client(t, env.Config, client.Options{})
 	const ns = "prime-lag"
-	if err := direct.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-		t.Fatalf("create namespace: %v", err)
-	}
+	testenv.Namespace(t, direct, ns)
 	a := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "a"},
 		Data:       map[string]string{"phase": "Running"},
@@ -64,21 +59,7 @@ func TestIntegrationPrimeRefusesWhatTheCacheLags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cacheCtx, stopCache := context.WithCancel(ctx)
-	stopped := make(chan error, 1)
-	go func() { stopped <- lagging.Start(cacheCtx) }()
-	t.Cleanup(func() {
-		stopCache()
-		if err := <-stopped; err != nil {
-			t.Errorf("cache: %v", err)
-		}
-	})
-	if _, err := lagging.GetInformer(ctx, &corev1.ConfigMap{}); err != nil {
-		t.Fatalf("informer: %v", err)
-	}
-	if !lagging.WaitForCacheSync(ctx) {
-		t.Fatal("cache did not sync")
-	}
+	testenv.RunCache(ctx, t, lagging, &corev1.ConfigMap{})
 	pollPrime(t, "the cache to hold a and b as created", func(ctx context.Context) (bool, error) {
 		for _, cm := range []*corev1.ConfigMap{a, b} {
 			var got corev1.ConfigMap

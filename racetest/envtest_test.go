@@ -72,10 +72,7 @@ func TestEnvtest(t *testing.T) {
 func directClient(t *testing.T, cfg *rest.Config) client.Client {
 	t.Helper()
 	hc := httpClient(t, cfg)
-	c, err := client.New(cfg, client.Options{HTTPClient: hc})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := testenv.Client(t, cfg, client.Options{HTTPClient: hc})
 	return c
 }
 

@@ -72,10 +72,7 @@ func (rc *requestCounter) take() (verbs map[string]int, conflicts int) {
 
 func newClient(t testing.TB, cfg *rest.Config) client.Client {
 	t.Helper()
-	c, err := client.New(cfg, client.Options{Scheme: scheme.Scheme})
-	if err != nil {
-		t.Fatalf("client: %v", err)
-	}
+	c := testenv.Client(t, cfg, client.Options{Scheme: scheme.Scheme})
 	return c
 }
 

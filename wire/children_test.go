@@ -85,10 +85,7 @@ func ownedChild(owner *corev1.ConfigMap) *corev1.Secret {
 func bothBuilders(t *testing.T, prefix string, run func(t *testing.T, env *testenv.Env, direct client.Client, ns string, wired bool)) {
 	t.Helper()
 	env := testenv.Start(t, testenv.Options{})
-	direct, err := client.New(env.Config, client.Options{Scheme: clientgoscheme.Scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	direct := testenv.Client(t, env.Config, client.Options{Scheme: clientgoscheme.Scheme})
 	for _, wired := range []bool{false, true} {
 		name := map[bool]string{false: "controller-runtime", true: "wire"}[wired]
 		t.Run(name, func(t *testing.T) {

@@ -32,10 +32,7 @@ const finishFinalizer = "racesafe.io/finish-test"
 // leader to do the work again.
 func TestIntegrationFinishDeletionOnStop(t *testing.T) {
 	env := testenv.Start(t, testenv.Options{})
-	direct, err := client.New(env.Config, client.Options{Scheme: clientgoscheme.Scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	direct := testenv.Client(t, env.Config, client.Options{Scheme: clientgoscheme.Scheme})
 	for _, finish := range []time.Duration{0, 10 * time.Second} {
 		name := map[bool]string{false: "default", true: "FinishDeletion"}[finish > 0]
 		t.Run(name, func(t *testing.T) {

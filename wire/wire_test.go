@@ -109,10 +109,7 @@ func TestIntegrationBuilder(t *testing.T) {
 		t.Fatal("cache never synced")
 	}
 
-	direct, err := client.New(env.Config, client.Options{Scheme: clientgoscheme.Scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	direct := testenv.Client(t, env.Config, client.Options{Scheme: clientgoscheme.Scheme})
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "wired"}}
 	if err := direct.Create(ctx, cm); err != nil {
 		t.Fatal(err)

@@ -43,15 +43,28 @@ func Run(ctx context.Context, tb testing.TB, s Starter) (stop func()) {
 	return stop
 }
 
-// RunCache runs c as [Run] does and waits for the informers it has
-// started to sync; tb fails if ctx ends first.
-func RunCache(ctx context.Context, tb testing.TB, c cache.Cache) (stop func()) {
+// RunCache runs c as [Run] does, then [SyncInformers].
+func RunCache(ctx context.Context, tb testing.TB, c cache.Cache, objs ...client.Object) (stop func()) {
 	tb.Helper()
 	stop = Run(ctx, tb, c)
+	SyncInformers(ctx, tb, c, objs...)
+	return stop
+}
+
+// SyncInformers starts an informer of the running cache c for each of objs
+// (a typed, unstructured or metadata-only object: each form is an informer
+// of its own) and waits for all of c's informers to sync; tb fails if one
+// cannot start or ctx ends first.
+func SyncInformers(ctx context.Context, tb testing.TB, c cache.Cache, objs ...client.Object) {
+	tb.Helper()
+	for _, obj := range objs {
+		if _, err := c.GetInformer(ctx, obj); err != nil {
+			tb.Fatalf("informer for %T: %v", obj, err)
+		}
+	}
 	if !c.WaitForCacheSync(ctx) {
 		tb.Fatal("cache did not sync")
 	}
-	return stop
 }
 
 // ManagerOptions returns the manager.Options every test's manager starts
