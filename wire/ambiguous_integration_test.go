@@ -64,14 +64,7 @@ func runChildController(t *testing.T, env *testenv.Env, direct client.Client, ns
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	}()
+	defer testenv.Run(ctx, t, mgr)()
 	// A busy server: something else is written every 20 ms (leader
 	// election renews leases as often), so the store's version moves on
 	// while no Secret event comes. The wired guard must wait for a version
