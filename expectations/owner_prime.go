@@ -6,7 +6,6 @@ import (
 	"sort"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -143,24 +142,9 @@ func (t *OwnerTracker) primeKind(ctx context.Context, live client.Reader, protos
 
 // listOf returns an empty list of proto's form for kind gvk.
 func (t *OwnerTracker) listOf(proto client.Object, gvk schema.GroupVersionKind) (client.ObjectList, error) {
-	listGVK := gvk.GroupVersion().WithKind(gvk.Kind + "List")
-	switch proto.(type) {
-	case *metav1.PartialObjectMetadata:
-		l := &metav1.PartialObjectMetadataList{}
-		l.SetGroupVersionKind(listGVK)
-		return l, nil
-	case *unstructured.Unstructured:
-		l := &unstructured.UnstructuredList{}
-		l.SetGroupVersionKind(listGVK)
-		return l, nil
-	}
-	obj, err := t.scheme.New(listGVK)
+	l, err := objcopy.EmptyList(proto, gvk, t.scheme)
 	if err != nil {
 		return nil, fmt.Errorf("list of %s: %w: %w", gvk, ErrUnknownKind, err)
-	}
-	l, ok := obj.(client.ObjectList)
-	if !ok {
-		return nil, fmt.Errorf("%T is not a list: %w", obj, ErrUnknownKind)
 	}
 	return l, nil
 }
