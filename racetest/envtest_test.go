@@ -19,7 +19,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/racesafe/racesafe/internal/testenv"
 	"github.com/racesafe/racesafe/racetest"
@@ -88,29 +87,6 @@ func httpClient(t *testing.T, cfg *rest.Config) *http.Client {
 	return hc
 }
 
-// startCache starts c and stops it, waiting for it to return, when t ends.
-func startCache(t *testing.T, c cache.Cache) (stop func()) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- c.Start(ctx) }()
-	stop = func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("cache stopped with %v", err)
-		}
-	}
-	t.Cleanup(func() {
-		if ctx.Err() == nil {
-			stop()
-		}
-	})
-	if !c.WaitForCacheSync(ctx) {
-		t.Fatal("cache did not sync")
-	}
-	return stop
-}
-
 func createConfigMap(t *testing.T, c client.Client) *corev1.ConfigMap {
 	t.Helper()
 	cm := &corev1.ConfigMap{
@@ -155,7 +131,7 @@ func testStaleWindow(t *testing.T, cfg *rest.Config, lag time.Duration) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	startCache(t, lagging)
+	testenv.RunCache(t.Context(), t, lagging)
 	oldRV := cm.ResourceVersion
 	waitForRV(t, lagging, cm, oldRV)
 
@@ -206,7 +182,7 @@ func testBodyClose(t *testing.T, cfg *rest.Config) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := startCache(t, lagging)
+	stop := testenv.RunCache(t.Context(), t, lagging)
 	waitForRV(t, lagging, cm, cm.ResourceVersion)
 
 	// Not vacuous: the lag is in the watch path while the cache runs.
@@ -279,11 +255,9 @@ func testManagerFaults(t *testing.T, cfg *rest.Config) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mgr, err := manager.New(cfg, manager.Options{
-		NewClient:              faults.NewClient,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-	})
+	opts := testenv.ManagerOptions()
+	opts.NewClient = faults.NewClient
+	mgr, err := manager.New(cfg, opts)
 	if err != nil {
 		t.Fatalf("manager.New: %v", err)
 	}
