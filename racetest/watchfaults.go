@@ -52,20 +52,15 @@ type WatchFaultOptions struct {
 	Match func(Request) bool
 }
 
-// WatchFaultOptionsError says which field of [WatchFaultOptions] is invalid.
+// WatchFaultOptionsError says which field of [WatchFaultOptions] is invalid,
+// with the fields of a [FaultOptionsError]: a type of its own, so that
+// errors.As tells which options were refused.
 // errors.Is(err, ErrInvalidFaultOptions) is true.
-type WatchFaultOptionsError struct {
-	// Field names the field.
-	Field string
-	// Value is the rejected value.
-	Value any
-	// Reason says what a valid value is.
-	Reason string
-}
+type WatchFaultOptionsError FaultOptionsError
 
 // Error implements error.
 func (e *WatchFaultOptionsError) Error() string {
-	return fmt.Sprintf("%v: WatchFaultOptions.%s = %v: %s", ErrInvalidFaultOptions, e.Field, e.Value, e.Reason)
+	return (*FaultOptionsError)(e).message("WatchFaultOptions.")
 }
 
 // Is makes errors.Is(err, ErrInvalidFaultOptions) true.
