@@ -111,16 +111,13 @@ func (g *viewGate) wait(resource string, ended <-chan struct{}) bool {
 }
 
 func (g *viewGate) wrap(next http.RoundTripper) http.RoundTripper {
-	return &gateTransport{next: next, gate: g}
+	return &gateTransport{wrapping: wrapping{next}, gate: g}
 }
 
 type gateTransport struct {
-	next http.RoundTripper
+	wrapping
 	gate *viewGate
 }
-
-// WrappedRoundTripper lets client-go reach the transport underneath.
-func (t *gateTransport) WrappedRoundTripper() http.RoundTripper { return t.next }
 
 func (t *gateTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	lw, ok := asListWatch(req)

@@ -147,7 +147,7 @@ func (w *WatchFaults) Config(cfg *rest.Config) *rest.Config {
 }
 
 func (w *WatchFaults) wrap(rt http.RoundTripper) http.RoundTripper {
-	return &watchFaultTransport{next: rt, faults: w}
+	return &watchFaultTransport{wrapping: wrapping{rt}, faults: w}
 }
 
 // NewCache is a [cache.NewCacheFunc] for manager.Options.NewCache: the
@@ -221,13 +221,9 @@ func (w *WatchFaults) countRequest(r Request, lists bool) {
 }
 
 type watchFaultTransport struct {
-	next   http.RoundTripper
+	wrapping
 	faults *WatchFaults
 }
-
-// WrappedRoundTripper lets utilnet.CloseIdleConnectionsFor reach the
-// transport underneath.
-func (t *watchFaultTransport) WrappedRoundTripper() http.RoundTripper { return t.next }
 
 // RoundTrip implements http.RoundTripper.
 func (t *watchFaultTransport) RoundTrip(req *http.Request) (*http.Response, error) {
