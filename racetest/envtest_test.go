@@ -28,7 +28,6 @@ import (
 // start costs seconds on a small machine.
 func TestEnvtest(t *testing.T) {
 	env := testenv.Start(t, testenv.Options{CRDs: []*apiextensionsv1.CustomResourceDefinition{testenv.OpenCRD(itemGVK, "items", true)}})
-	waitForItems(t, env.Config)
 	t.Run("LaggedCacheServesStaleReadsForTheDelay", func(t *testing.T) {
 		testStaleWindow(t, env.Config, 300*time.Millisecond)
 	})
