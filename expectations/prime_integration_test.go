@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -60,7 +59,7 @@ func TestIntegrationPrimeRefusesWhatTheCacheLags(t *testing.T) {
 		t.Fatal(err)
 	}
 	testenv.RunCache(ctx, t, lagging, &corev1.ConfigMap{})
-	pollPrime(t, "the cache to hold a and b as created", func(ctx context.Context) (bool, error) {
+	waitFor(t, "the cache to hold a and b as created", func(ctx context.Context) (bool, error) {
 		for _, cm := range []*corev1.ConfigMap{a, b} {
 			var got corev1.ConfigMap
 			err := lagging.Get(ctx, client.ObjectKeyFromObject(cm), &got)
@@ -153,7 +152,7 @@ func TestIntegrationPrimeRefusesWhatTheCacheLags(t *testing.T) {
 
 	// The cache catches up: the Reader hands out the server's a, and b is
 	// gone, which settles both expectations.
-	pollPrime(t, "the cache to catch up with a's update", func(ctx context.Context) (bool, error) {
+	waitFor(t, "the cache to catch up with a's update", func(ctx context.Context) (bool, error) {
 		err := reader.Get(ctx, keyA, mine)
 		if errors.Is(err, expectations.ErrStale) {
 			return false, nil
@@ -163,7 +162,7 @@ func TestIntegrationPrimeRefusesWhatTheCacheLags(t *testing.T) {
 	if mine.ResourceVersion != updated.ResourceVersion || mine.Data["phase"] != "Deleting" {
 		t.Errorf("after catching up a is at rv %s phase %q, want rv %s phase Deleting", mine.ResourceVersion, mine.Data["phase"], updated.ResourceVersion)
 	}
-	pollPrime(t, "the cache to see b's deletion", func(ctx context.Context) (bool, error) {
+	waitFor(t, "the cache to see b's deletion", func(ctx context.Context) (bool, error) {
 		err := reader.Get(ctx, keyB, &corev1.ConfigMap{})
 		if errors.Is(err, expectations.ErrStale) {
 			return false, nil
@@ -173,17 +172,10 @@ func TestIntegrationPrimeRefusesWhatTheCacheLags(t *testing.T) {
 		}
 		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
 	})
-	pollPrime(t, "the primed tracker to settle", func(context.Context) (bool, error) {
+	waitFor(t, "the primed tracker to settle", func(context.Context) (bool, error) {
 		return tr.Pending() == 0, nil
 	})
 	if since := time.Since(wrote); since < primeLag {
 		t.Errorf("the cache caught up %v after the writes, before the lag of %v: the stale window was not the lag's", since, primeLag)
-	}
-}
-
-func pollPrime(t *testing.T, what string, cond wait.ConditionWithContextFunc) {
-	t.Helper()
-	if err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 30*time.Second, true, cond); err != nil {
-		t.Fatalf("waiting for %s: %v", what, err)
 	}
 }

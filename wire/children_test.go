@@ -89,3 +89,18 @@ func bothBuilders(t *testing.T, prefix string, run func(t *testing.T, env *teste
 		})
 	}
 }
+
+// judgeChildren judges a children test by the children left on the server:
+// the wired controller must leave exactly one; controller-runtime's must
+// have made a second, or the race did not happen (race says what should
+// have made it) and the test proves nothing.
+func judgeChildren(t *testing.T, ns string, wired bool, children int, race string) {
+	t.Helper()
+	t.Logf("%s: %d children on the server", ns, children)
+	if wired && children != 1 {
+		t.Errorf("wired controller: %d children, want exactly 1", children)
+	}
+	if !wired && children < 2 {
+		t.Errorf("controller-runtime controller: %d children; %s it must duplicate, or this test proves nothing", children, race)
+	}
+}
