@@ -89,6 +89,10 @@ type Options struct {
 	CRDDirectoryPaths []string
 	// CRDs are CRD objects to install.
 	CRDs []*apiextensionsv1.CustomResourceDefinition
+	// AdmissionPlugins are admission plugins kube-apiserver enables beyond
+	// its defaults (--enable-admission-plugins), such as
+	// OwnerReferencesPermissionEnforcement. None when empty.
+	AdmissionPlugins []string
 }
 
 // NewEnvironment returns an envtest.Environment on the binaries in dir. Its
@@ -103,6 +107,10 @@ func NewEnvironment(dir string, opts Options) *envtest.Environment {
 	}
 	env.ControlPlane.Etcd = &envtest.Etcd{}
 	env.ControlPlane.Etcd.Configure().Append("unsafe-no-fsync", "true")
+	if len(opts.AdmissionPlugins) > 0 {
+		env.ControlPlane.APIServer = &envtest.APIServer{}
+		env.ControlPlane.APIServer.Configure().Append("enable-admission-plugins", strings.Join(opts.AdmissionPlugins, ","))
+	}
 	return env
 }
 
