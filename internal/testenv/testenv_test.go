@@ -1,6 +1,7 @@
 package testenv_test
 
 import (
+	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -51,5 +52,20 @@ func TestStartReturnsWithItsCRDsServed(t *testing.T) {
 	list.SetGroupVersionKind(gvk.GroupVersion().WithKind("ThingList"))
 	if err := c.List(t.Context(), list); err != nil {
 		t.Fatalf("List of a CRD Start installed: %v", err)
+	}
+}
+
+// TestNewEnvironmentEnablesAdmissionPlugins: the plugins reach
+// kube-apiserver's command line, and without any the flag is left to
+// kube-apiserver's defaults.
+func TestNewEnvironmentEnablesAdmissionPlugins(t *testing.T) {
+	env := testenv.NewEnvironment(t.TempDir(), testenv.Options{AdmissionPlugins: []string{"OwnerReferencesPermissionEnforcement", "AlwaysPullImages"}})
+	args := env.ControlPlane.APIServer.Configure().AsStrings(nil)
+	want := "--enable-admission-plugins=OwnerReferencesPermissionEnforcement,AlwaysPullImages"
+	if !slices.Contains(args, want) {
+		t.Errorf("kube-apiserver arguments %q lack %q", args, want)
+	}
+	if env := testenv.NewEnvironment(t.TempDir(), testenv.Options{}); env.ControlPlane.APIServer != nil {
+		t.Errorf("without AdmissionPlugins the API server is configured: %q", env.ControlPlane.APIServer.Configure().AsStrings(nil))
 	}
 }
