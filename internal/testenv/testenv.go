@@ -1,5 +1,9 @@
 // Package testenv starts a real kube-apiserver and etcd for the integration
-// tests of racesafe, through controller-runtime's envtest.
+// tests of racesafe, through controller-runtime's envtest, and what every
+// integration test starts on it: [Start] the control plane, [Client] a
+// direct client, [Namespace] a test's own namespace, [ManagerOptions] a
+// manager's, [Run] a cache or manager until the test ends, [RunCache] and
+// [SyncInformers] a synced cache.
 //
 // The binaries are built by `make envtest` into bin/k8s/<version>-<os>-<arch>/
 // at the top of the checkout; KUBEBUILDER_ASSETS, when set, wins. Without them a
