@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/racesafe/racesafe/expectations"
+	"github.com/racesafe/racesafe/internal/testenv"
 )
 
 // testClientRecordsOwnedWrites: through the drop-in Client, the Create and
@@ -19,29 +20,18 @@ import (
 func testClientRecordsOwnedWrites(t *testing.T, cfg *rest.Config, direct client.Client) {
 	ctx := t.Context()
 	ns := "client-owned"
-	makeNamespace(t, direct, ns)
+	testenv.Namespace(t, direct, ns)
 	informers, gate := gatedCache(t, cfg, ns, false)
 	owners, err := expectations.NewOwnerTracker(expectations.OwnerOptions{Name: "client-owned", For: &corev1.ConfigMap{}, Cache: informers})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cached, err := client.New(cfg, client.Options{Cache: &client.CacheOptions{Reader: informers}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cached := testenv.Client(t, cfg, client.Options{Cache: &client.CacheOptions{Reader: informers}})
 	c, err := expectations.NewClient(cached, expectations.ClientOptions{Name: "client-owned", Owners: owners})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := informers.GetInformer(ctx, &corev1.Secret{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := informers.GetInformer(ctx, &corev1.ConfigMap{}); err != nil {
-		t.Fatal(err)
-	}
-	if !informers.WaitForCacheSync(ctx) {
-		t.Fatal("cache did not sync")
-	}
+	testenv.SyncInformers(ctx, t, informers, &corev1.Secret{}, &corev1.ConfigMap{})
 	owner := createOwner(t, direct, ns)
 	key := client.ObjectKeyFromObject(owner)
 	waitFor(t, "the cache to show the owner", func(ctx context.Context) (bool, error) {

@@ -33,10 +33,7 @@ import (
 // watches held so that the cache lags the client's writes for certain.
 func TestIntegrationClientSession(t *testing.T) {
 	env := testenv.Start(t, testenv.Options{})
-	direct, err := client.New(env.Config, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	direct := testenv.Client(t, env.Config, client.Options{})
 	for name, test := range map[string]func(t *testing.T, s *sessionEnv){
 		"GetServesOwnWriteInEveryForm":           testGetServesOwnWriteInEveryForm,
 		"ListMergesOwnCreatesUpdatesAndDeletes":  testListMergesOwnWrites,
@@ -74,25 +71,15 @@ func newSessionEnv(t *testing.T, cfg *rest.Config, direct client.Client) *sessio
 	t.Helper()
 	ns := fmt.Sprintf("session-%d", len(sessionNamespaces))
 	sessionNamespaces[ns]++
-	makeNamespace(t, direct, ns)
+	testenv.Namespace(t, direct, ns)
 	informers, gate := gatedCache(t, cfg, ns, false)
-	cached, err := client.New(cfg, client.Options{Cache: &client.CacheOptions{Reader: informers, Unstructured: true}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cached := testenv.Client(t, cfg, client.Options{Cache: &client.CacheOptions{Reader: informers, Unstructured: true}})
 	ctx := t.Context()
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
 	meta := &metav1.PartialObjectMetadata{}
 	meta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
-	for _, obj := range []client.Object{&corev1.ConfigMap{}, u, meta, &appsv1.Deployment{}} {
-		if _, err := informers.GetInformer(ctx, obj); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if !informers.WaitForCacheSync(ctx) {
-		t.Fatal("cache did not sync")
-	}
+	testenv.SyncInformers(ctx, t, informers, &corev1.ConfigMap{}, u, meta, &appsv1.Deployment{})
 	name := "session-" + ns
 	c, err := expectations.NewClient(cached, expectations.ClientOptions{Name: name, APIReader: direct})
 	if err != nil {

@@ -20,7 +20,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/racesafe/racesafe/expectations"
 	"github.com/racesafe/racesafe/internal/testenv"
@@ -33,10 +32,7 @@ import (
 func TestIntegrationStaleUntilWatchDelivers(t *testing.T) {
 	env := testenv.Start(t, testenv.Options{})
 	ctx := t.Context()
-	direct, err := client.New(env.Config, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	direct := testenv.Client(t, env.Config, client.Options{})
 
 	gate := &watchGate{}
 	cacheConfig := rest.CopyConfig(env.Config)
@@ -47,16 +43,8 @@ func TestIntegrationStaleUntilWatchDelivers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cacheCtx, stopCache := context.WithCancel(ctx)
-	stopped := make(chan error, 1)
-	go func() { stopped <- informers.Start(cacheCtx) }()
-	t.Cleanup(func() {
-		gate.release()
-		stopCache()
-		if err := <-stopped; err != nil {
-			t.Errorf("cache: %v", err)
-		}
-	})
+	testenv.Run(ctx, t, informers)
+	t.Cleanup(gate.release) // before the cache stops: a held watch would keep it from returning
 
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, Name: "stale-read"},
@@ -66,12 +54,7 @@ func TestIntegrationStaleUntilWatchDelivers(t *testing.T) {
 		t.Fatalf("create: %v", err)
 	}
 	key := client.ObjectKeyFromObject(cm)
-	if _, err := informers.GetInformer(ctx, &corev1.ConfigMap{}); err != nil {
-		t.Fatalf("informer: %v", err)
-	}
-	if !informers.WaitForCacheSync(ctx) {
-		t.Fatal("cache did not sync")
-	}
+	testenv.SyncInformers(ctx, t, informers, &corev1.ConfigMap{})
 	waitFor(t, "the cache to hold the created object", func(ctx context.Context) (bool, error) {
 		var got corev1.ConfigMap
 		err := informers.Get(ctx, key, &got)
@@ -267,32 +250,19 @@ func (b *gatedBody) Close() error {
 func TestIntegrationKindsOfOneName(t *testing.T) {
 	env := testenv.Start(t, testenv.Options{})
 	ctx := t.Context()
-	direct, err := client.New(env.Config, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	direct := testenv.Client(t, env.Config, client.Options{})
 
 	gate := &watchGate{}
 	mgrConfig := rest.CopyConfig(env.Config)
 	mgrConfig.Wrap(gate.wrap)
-	mgr, err := manager.New(mgrConfig, manager.Options{
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{metav1.NamespaceDefault: {}}},
-	})
+	opts := testenv.ManagerOptions()
+	opts.Cache = cache.Options{DefaultNamespaces: map[string]cache.Config{metav1.NamespaceDefault: {}}}
+	mgr, err := manager.New(mgrConfig, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	mgrCtx, stopMgr := context.WithCancel(ctx)
-	stopped := make(chan error, 1)
-	go func() { stopped <- mgr.Start(mgrCtx) }()
-	t.Cleanup(func() {
-		gate.release()
-		stopMgr()
-		if err := <-stopped; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	})
+	testenv.Run(ctx, t, mgr)
+	t.Cleanup(gate.release) // before the manager stops: a held watch would keep it from returning
 
 	const name = "same-name"
 	key := client.ObjectKey{Namespace: metav1.NamespaceDefault, Name: name}

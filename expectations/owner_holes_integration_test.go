@@ -11,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -28,10 +27,7 @@ import (
 // say so.
 func TestIntegrationOwnerCheckCoversWhatTheListReads(t *testing.T) {
 	env := testenv.Start(t, testenv.Options{})
-	direct, err := client.New(env.Config, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	direct := testenv.Client(t, env.Config, client.Options{})
 	t.Run("typed write, metadata-only List", func(t *testing.T) {
 		testTypedWriteMetadataList(t, env.Config, direct)
 	})
@@ -55,7 +51,7 @@ func TestIntegrationOwnerCheckCoversWhatTheListReads(t *testing.T) {
 func testAmbiguousCreateNotApplied(t *testing.T, cfg *rest.Config, direct client.Client) {
 	ctx := t.Context()
 	ns := "holes-unapplied"
-	makeNamespace(t, direct, ns)
+	testenv.Namespace(t, direct, ns)
 	informers, _ := gatedCache(t, cfg, ns, false)
 	tr, err := expectations.NewOwnerTracker(expectations.OwnerOptions{Name: "holes-unapplied", For: &corev1.ConfigMap{}, Cache: informers})
 	if err != nil {
@@ -73,8 +69,7 @@ func testAmbiguousCreateNotApplied(t *testing.T, cfg *rest.Config, direct client
 	if err != nil {
 		t.Fatal(err)
 	}
-	syncInformer(t, informers, &corev1.Secret{})
-	syncInformer(t, informers, &corev1.ConfigMap{})
+	testenv.SyncInformers(t.Context(), t, informers, &corev1.Secret{}, &corev1.ConfigMap{})
 	owner := createOwner(t, direct, ns)
 	waitFor(t, "the owner in the cache", func(ctx context.Context) (bool, error) {
 		return informers.Get(ctx, client.ObjectKeyFromObject(owner), &corev1.ConfigMap{}) == nil, nil
@@ -100,16 +95,6 @@ func testAmbiguousCreateNotApplied(t *testing.T, cfg *rest.Config, direct client
 	}
 }
 
-func syncInformer(t *testing.T, informers cache.Cache, obj client.Object) {
-	t.Helper()
-	if _, err := informers.GetInformer(t.Context(), obj); err != nil {
-		t.Fatal(err)
-	}
-	if !informers.WaitForCacheSync(t.Context()) {
-		t.Fatal("cache did not sync")
-	}
-}
-
 // testTypedWriteMetadataList: Owns(&corev1.Secret{}, builder.OnlyMetadata)
 // and a typed Create. The List the controller decides from is the metadata
 // one; the typed informer, had the tracker started it, would list the child
@@ -117,7 +102,7 @@ func syncInformer(t *testing.T, informers cache.Cache, obj client.Object) {
 func testTypedWriteMetadataList(t *testing.T, cfg *rest.Config, direct client.Client) {
 	ctx := t.Context()
 	ns := "holes-forms"
-	makeNamespace(t, direct, ns)
+	testenv.Namespace(t, direct, ns)
 	informers, gate := gatedCache(t, cfg, ns, false)
 	// Only the metadata-only watch is held, so that a typed informer can
 	// start and sync (its initial list is a watch stream too).
@@ -131,7 +116,7 @@ func testTypedWriteMetadataList(t *testing.T, cfg *rest.Config, direct client.Cl
 	if err != nil {
 		t.Fatal(err)
 	}
-	syncInformer(t, informers, metadataSecret())
+	testenv.SyncInformers(t.Context(), t, informers, metadataSecret())
 	owner := createOwner(t, direct, ns)
 
 	gate.hold()
@@ -145,7 +130,7 @@ func testTypedWriteMetadataList(t *testing.T, cfg *rest.Config, direct client.Cl
 	// A typed informer started now (the controller also Gets typed
 	// Secrets) lists the child at once: it is ahead of the metadata one,
 	// and says nothing of the List the controller decides from.
-	syncInformer(t, informers, &corev1.Secret{})
+	testenv.SyncInformers(t.Context(), t, informers, &corev1.Secret{})
 	list := &metav1.PartialObjectMetadataList{}
 	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("SecretList"))
 	if err := informers.List(ctx, list, client.InNamespace(ns)); err != nil {
@@ -173,22 +158,18 @@ func testTypedWriteMetadataList(t *testing.T, cfg *rest.Config, direct client.Cl
 func testClusterScopedOwner(t *testing.T, cfg *rest.Config, direct client.Client) {
 	ctx := t.Context()
 	ns := "holes-cluster"
-	makeNamespace(t, direct, ns)
+	testenv.Namespace(t, direct, ns)
 	informers, gate := gatedCache(t, cfg, ns, false)
 	tr, err := expectations.NewOwnerTracker(expectations.OwnerOptions{Name: "holes-cluster", For: &corev1.Namespace{}, Cache: informers})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cached, err := client.New(cfg, client.Options{Cache: &client.CacheOptions{Reader: informers}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cached := testenv.Client(t, cfg, client.Options{Cache: &client.CacheOptions{Reader: informers}})
 	c, err := expectations.NewClient(cached, expectations.ClientOptions{Name: "holes-cluster", Owners: tr, APIReader: direct})
 	if err != nil {
 		t.Fatal(err)
 	}
-	syncInformer(t, informers, &corev1.Secret{})
-	syncInformer(t, informers, &corev1.Namespace{})
+	testenv.SyncInformers(t.Context(), t, informers, &corev1.Secret{}, &corev1.Namespace{})
 	owner := &corev1.Namespace{}
 	waitFor(t, "the namespace in the cache", func(ctx context.Context) (bool, error) {
 		return informers.Get(ctx, client.ObjectKey{Name: ns}, owner) == nil, nil
@@ -224,22 +205,18 @@ func testClusterScopedOwner(t *testing.T, cfg *rest.Config, direct client.Client
 func testOldIncarnationCleanup(t *testing.T, cfg *rest.Config, direct client.Client) {
 	ctx := t.Context()
 	ns := "holes-incarnation"
-	makeNamespace(t, direct, ns)
+	testenv.Namespace(t, direct, ns)
 	informers, gate := gatedCache(t, cfg, ns, false)
 	tr, err := expectations.NewOwnerTracker(expectations.OwnerOptions{Name: "holes-incarnation", For: &corev1.ConfigMap{}, Cache: informers})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cached, err := client.New(cfg, client.Options{Cache: &client.CacheOptions{Reader: informers}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cached := testenv.Client(t, cfg, client.Options{Cache: &client.CacheOptions{Reader: informers}})
 	c, err := expectations.NewClient(cached, expectations.ClientOptions{Name: "holes-incarnation", Owners: tr, APIReader: direct})
 	if err != nil {
 		t.Fatal(err)
 	}
-	syncInformer(t, informers, &corev1.Secret{})
-	syncInformer(t, informers, &corev1.ConfigMap{})
+	testenv.SyncInformers(t.Context(), t, informers, &corev1.Secret{}, &corev1.ConfigMap{})
 
 	old := createOwner(t, direct, ns)
 	oldChild := newOwnedSecret(t, old)

@@ -17,13 +17,10 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/racesafe/racesafe/expectations"
@@ -37,10 +34,7 @@ import (
 // control plane for all its cases, each in its own namespace.
 func TestOwnerIntegration(t *testing.T) {
 	env := testenv.Start(t, testenv.Options{})
-	direct, err := client.New(env.Config, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	direct := testenv.Client(t, env.Config, client.Options{})
 	t.Run("StaleAfterChildCreateUntilCacheSeesIt/store version", func(t *testing.T) {
 		testOwnerStaleUntilWatchDelivers(t, env.Config, direct, "store", false)
 	})
@@ -66,13 +60,6 @@ func TestOwnerIntegration(t *testing.T) {
 				testListThenCreate(t, env.Config, direct, lc)
 			})
 		}
-	}
-}
-
-func makeNamespace(t *testing.T, c client.Client, name string) {
-	t.Helper()
-	if err := c.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
-		t.Fatal(err)
 	}
 }
 
@@ -102,19 +89,14 @@ func newOwnedSecret(t *testing.T, owner *corev1.ConfigMap) *corev1.Secret {
 // the ReplicaSet problem's premise) until the watch delivers the child.
 func testOwnerStaleUntilWatchDelivers(t *testing.T, cfg *rest.Config, direct client.Client, ns string, multiNamespace bool) {
 	ctx := t.Context()
-	makeNamespace(t, direct, ns)
+	testenv.Namespace(t, direct, ns)
 	informers, gate := gatedCache(t, cfg, ns, multiNamespace)
 	name := "owner-integration-" + ns
 	tr, err := expectations.NewOwnerTracker(expectations.OwnerOptions{Name: name, For: &corev1.ConfigMap{}, Cache: informers})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := informers.GetInformer(ctx, &corev1.Secret{}); err != nil {
-		t.Fatal(err)
-	}
-	if !informers.WaitForCacheSync(ctx) {
-		t.Fatal("cache did not sync")
-	}
+	testenv.SyncInformers(ctx, t, informers, &corev1.Secret{})
 	// The path under test: a cluster-wide informer exposes client-go's
 	// store and its version (AtomicFIFO on); the multi-namespace wrapper
 	// does not, and the tracker's handler stands in.
@@ -200,16 +182,8 @@ func gatedCache(t *testing.T, cfg *rest.Config, ns string, multiNamespace bool) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	cacheCtx, stopCache := context.WithCancel(t.Context())
-	stopped := make(chan error, 1)
-	go func() { stopped <- informers.Start(cacheCtx) }()
-	t.Cleanup(func() {
-		gate.release()
-		stopCache()
-		if err := <-stopped; err != nil {
-			t.Errorf("cache: %v", err)
-		}
-	})
+	testenv.Run(t.Context(), t, informers)
+	t.Cleanup(gate.release) // before the cache stops: a held watch would keep it from returning
 	return informers, gate
 }
 
@@ -227,32 +201,21 @@ func ownerManagerIn(t *testing.T, cfg *rest.Config, ns string, multiNamespace bo
 	if multiNamespace {
 		cacheOpts.DefaultNamespaces = map[string]cache.Config{ns: {}}
 	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		NewCache: racetest.LaggedCache(racetest.LagOptions{
-			Delay:  lag,
-			Jitter: jitter,
-			Match:  func(r racetest.Request) bool { return r.Resource == "secrets" },
-		}),
-		Cache:      cacheOpts,
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	opts := testenv.ManagerOptions()
+	opts.NewCache = racetest.LaggedCache(racetest.LagOptions{
+		Delay:  lag,
+		Jitter: jitter,
+		Match:  func(r racetest.Request) bool { return r.Resource == "secrets" },
 	})
+	opts.Cache = cacheOpts
+	mgr, err := ctrl.NewManager(cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := setup(mgr); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	})
+	testenv.Run(t.Context(), t, mgr)
 	return mgr
 }
 
@@ -262,7 +225,7 @@ func ownerManagerIn(t *testing.T, cfg *rest.Config, ns string, multiNamespace bo
 // again is the Source, once the lagging cache shows the child.
 func testOwnerWakesOnCatchUp(t *testing.T, cfg *rest.Config, direct client.Client, multiNamespace bool) {
 	ns := fmt.Sprintf("wake-%t", multiNamespace)
-	makeNamespace(t, direct, ns)
+	testenv.Namespace(t, direct, ns)
 	var (
 		mu       sync.Mutex
 		visits   []int // children seen in the cache, per reconcile
@@ -345,7 +308,7 @@ const (
 func testListThenCreate(t *testing.T, cfg *rest.Config, direct client.Client, lc listCase) {
 	guarded := lc.mode == listGuarded
 	ns := fmt.Sprintf("list-%d-%t-%s", lc.lag.Milliseconds(), lc.multiNamespace, lc.mode)
-	makeNamespace(t, direct, ns)
+	testenv.Namespace(t, direct, ns)
 	var seenChild atomic.Int64 // reconciles that saw the child in the cache
 	var jitter func() time.Duration
 	if lc.jitter > 0 {

@@ -6,7 +6,6 @@ import (
 	"sort"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -105,31 +104,25 @@ func (t *OwnerTracker) primeKind(ctx context.Context, live client.Reader, protos
 			return fmt.Errorf("cached list of %T: %w", proto, err)
 		}
 		shown := map[client.ObjectKey]bool{}
+		do := primeActions{
+			behind: func(s client.Object) error { return t.ExpectOwnedWrite(ctx, s) },
+			gone: func(c client.Object) error {
+				c.GetObjectKind().SetGroupVersionKind(gvk)
+				return t.ExpectOwnedDeletion(ctx, c)
+			},
+		}
 		err = eachObject(list, func(c client.Object) error {
 			key := client.ObjectKeyFromObject(c)
 			shown[key] = true
 			if _, _, err := t.controllerOf(c); err != nil {
 				return nil
 			}
-			s, found := server[key]
-			than := listRV
-			if found && sameUID(s.GetUID(), c.GetUID()) {
-				than = s.GetResourceVersion()
-			} else {
-				found = false
+			// Another incarnation under c's name means c's object is gone.
+			var current client.Object
+			if s, found := server[key]; found && sameUID(s.GetUID(), c.GetUID()) {
+				current = s
 			}
-			behind, err := older(c, than)
-			switch {
-			case err != nil || !behind:
-				return err
-			case found:
-				res.Behind++
-				return t.ExpectOwnedWrite(ctx, s)
-			default:
-				res.Gone++
-				c.GetObjectKind().SetGroupVersionKind(gvk)
-				return t.ExpectOwnedDeletion(ctx, c)
-			}
+			return primeCached(c, current, listRV, &res.Behind, &res.Gone, do)
 		})
 		if err != nil {
 			return err
@@ -149,24 +142,9 @@ func (t *OwnerTracker) primeKind(ctx context.Context, live client.Reader, protos
 
 // listOf returns an empty list of proto's form for kind gvk.
 func (t *OwnerTracker) listOf(proto client.Object, gvk schema.GroupVersionKind) (client.ObjectList, error) {
-	listGVK := gvk.GroupVersion().WithKind(gvk.Kind + "List")
-	switch proto.(type) {
-	case *metav1.PartialObjectMetadata:
-		l := &metav1.PartialObjectMetadataList{}
-		l.SetGroupVersionKind(listGVK)
-		return l, nil
-	case *unstructured.Unstructured:
-		l := &unstructured.UnstructuredList{}
-		l.SetGroupVersionKind(listGVK)
-		return l, nil
-	}
-	obj, err := t.scheme.New(listGVK)
+	l, err := objcopy.EmptyList(proto, gvk, t.scheme)
 	if err != nil {
 		return nil, fmt.Errorf("list of %s: %w: %w", gvk, ErrUnknownKind, err)
-	}
-	l, ok := obj.(client.ObjectList)
-	if !ok {
-		return nil, fmt.Errorf("%T is not a list: %w", obj, ErrUnknownKind)
 	}
 	return l, nil
 }

@@ -132,26 +132,40 @@ func primeGap(ctx context.Context, live, cached client.Reader, list client.Objec
 			}
 			found = s != nil
 		}
-		than := res.ResourceVersion
-		if found {
-			than = s.GetResourceVersion()
+		if !found {
+			s = nil
 		}
-		behind, err := older(c, than)
-		switch {
-		case err != nil || !behind:
-			return err
-		case found:
-			res.Behind++
-			return do.behind(s)
-		default:
-			res.Gone++
-			return do.gone(c)
-		}
+		return primeCached(c, s, res.ResourceVersion, &res.Behind, &res.Gone, do)
 	})
 	if err != nil {
 		return res, fmt.Errorf("prime: %w", err)
 	}
 	return res, nil
+}
+
+// primeCached acts on one cached object c of a prime, as Tracker.Prime,
+// Client.Prime and OwnerTracker.Prime all must: s is the server's copy of
+// c's object, nil when the live List (at listRV) does not hold it. A cached
+// copy older than s is behind: do.behind(s), counted in behind. A cached
+// copy older than a List that does not hold it shows an object the server
+// deleted: do.gone(c), counted in gone. A copy as new as the server's needs
+// nothing.
+func primeCached(c, s client.Object, listRV string, behind, gone *int, do primeActions) error {
+	than := listRV
+	if s != nil {
+		than = s.GetResourceVersion()
+	}
+	isOlder, err := older(c, than)
+	switch {
+	case err != nil || !isOlder:
+		return err
+	case s != nil:
+		*behind++
+		return do.behind(s)
+	default:
+		*gone++
+		return do.gone(c)
+	}
 }
 
 // liveCopy Gets c's object live: nil when it is gone or another incarnation

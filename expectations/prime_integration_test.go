@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -33,14 +32,9 @@ const primeLag = 2 * time.Second
 func TestIntegrationPrimeRefusesWhatTheCacheLags(t *testing.T) {
 	env := testenv.Start(t, testenv.Options{})
 	ctx := t.Context()
-	direct, err := client.New(env.Config, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	direct := testenv.Client(t, env.Config, client.Options{})
 	const ns = "prime-lag"
-	if err := direct.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-		t.Fatalf("create namespace: %v", err)
-	}
+	testenv.Namespace(t, direct, ns)
 	a := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "a"},
 		Data:       map[string]string{"phase": "Running"},
@@ -64,22 +58,8 @@ func TestIntegrationPrimeRefusesWhatTheCacheLags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cacheCtx, stopCache := context.WithCancel(ctx)
-	stopped := make(chan error, 1)
-	go func() { stopped <- lagging.Start(cacheCtx) }()
-	t.Cleanup(func() {
-		stopCache()
-		if err := <-stopped; err != nil {
-			t.Errorf("cache: %v", err)
-		}
-	})
-	if _, err := lagging.GetInformer(ctx, &corev1.ConfigMap{}); err != nil {
-		t.Fatalf("informer: %v", err)
-	}
-	if !lagging.WaitForCacheSync(ctx) {
-		t.Fatal("cache did not sync")
-	}
-	pollPrime(t, "the cache to hold a and b as created", func(ctx context.Context) (bool, error) {
+	testenv.RunCache(ctx, t, lagging, &corev1.ConfigMap{})
+	waitFor(t, "the cache to hold a and b as created", func(ctx context.Context) (bool, error) {
 		for _, cm := range []*corev1.ConfigMap{a, b} {
 			var got corev1.ConfigMap
 			err := lagging.Get(ctx, client.ObjectKeyFromObject(cm), &got)
@@ -172,7 +152,7 @@ func TestIntegrationPrimeRefusesWhatTheCacheLags(t *testing.T) {
 
 	// The cache catches up: the Reader hands out the server's a, and b is
 	// gone, which settles both expectations.
-	pollPrime(t, "the cache to catch up with a's update", func(ctx context.Context) (bool, error) {
+	waitFor(t, "the cache to catch up with a's update", func(ctx context.Context) (bool, error) {
 		err := reader.Get(ctx, keyA, mine)
 		if errors.Is(err, expectations.ErrStale) {
 			return false, nil
@@ -182,7 +162,7 @@ func TestIntegrationPrimeRefusesWhatTheCacheLags(t *testing.T) {
 	if mine.ResourceVersion != updated.ResourceVersion || mine.Data["phase"] != "Deleting" {
 		t.Errorf("after catching up a is at rv %s phase %q, want rv %s phase Deleting", mine.ResourceVersion, mine.Data["phase"], updated.ResourceVersion)
 	}
-	pollPrime(t, "the cache to see b's deletion", func(ctx context.Context) (bool, error) {
+	waitFor(t, "the cache to see b's deletion", func(ctx context.Context) (bool, error) {
 		err := reader.Get(ctx, keyB, &corev1.ConfigMap{})
 		if errors.Is(err, expectations.ErrStale) {
 			return false, nil
@@ -192,17 +172,10 @@ func TestIntegrationPrimeRefusesWhatTheCacheLags(t *testing.T) {
 		}
 		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
 	})
-	pollPrime(t, "the primed tracker to settle", func(context.Context) (bool, error) {
+	waitFor(t, "the primed tracker to settle", func(context.Context) (bool, error) {
 		return tr.Pending() == 0, nil
 	})
 	if since := time.Since(wrote); since < primeLag {
 		t.Errorf("the cache caught up %v after the writes, before the lag of %v: the stale window was not the lag's", since, primeLag)
-	}
-}
-
-func pollPrime(t *testing.T, what string, cond wait.ConditionWithContextFunc) {
-	t.Helper()
-	if err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 30*time.Second, true, cond); err != nil {
-		t.Fatalf("waiting for %s: %v", what, err)
 	}
 }

@@ -5,18 +5,14 @@
 # implementation as the column: each row is a form and a case, the baseline
 # beside the Tracker with its confidence interval, so whether the two overlap
 # is read off the table ("~" in the vs column: no significant difference).
-# First the 0-allocation guarantees, as AllocsPerRun tests.
+# First the 0-allocation guarantees (hack/bench-prelude.sh).
 #
 #   COUNT=10 hack/bench-check.sh     # the default; the figures for docs
 #   COUNT=3 hack/bench-check.sh      # a quick proof that it runs
 #
 # benchstat is a tool of hack/tools/go.mod, kept out of the library's module.
-set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
-cd "$root"
+source "$(dirname "$0")/bench-prelude.sh"
 count=${COUNT:-10}
-mkdir -p out
-go test -count=1 -run 'DoesNotAllocate$' -v ./expectations/ | grep -E '^(=== RUN|--- |ok|FAIL)'
 go test -run '^$' -bench 'Check' -benchmem -count "$count" ./expectations/ | tee out/bench-check.txt
 # Only the side-by-side benchmark has an impl key; the others (BenchmarkCheck,
 # BenchmarkCheckParallel, the OwnerTracker's) stay in the file for the record.

@@ -56,20 +56,7 @@ func startAPIServer(t *testing.T) *apiServer {
 			return rt.RoundTrip(r)
 		})
 	})
-	c, err := client.New(cfg, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.c = c
-	// The CRD is installed; wait until its resource is served.
-	err = wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		list := &unstructured.UnstructuredList{}
-		list.SetGroupVersionKind(itemGVK.GroupVersion().WithKind("ItemList"))
-		return c.List(ctx, list) == nil, nil
-	})
-	if err != nil {
-		t.Fatalf("Item kind not served: %v", err)
-	}
+	s.c = testenv.Client(t, cfg, client.Options{})
 	return s
 }
 

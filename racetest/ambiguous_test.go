@@ -23,6 +23,7 @@ import (
 
 	"github.com/racesafe/racesafe/expectations"
 	"github.com/racesafe/racesafe/internal/metricstest"
+	"github.com/racesafe/racesafe/internal/testenv"
 	"github.com/racesafe/racesafe/phase"
 	"github.com/racesafe/racesafe/racetest"
 	"github.com/racesafe/racesafe/statusupdate"
@@ -136,7 +137,7 @@ func convergeUnderAppliedFaults(t *testing.T, cfg *rest.Config, seed uint64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	startCache(t, lagging)
+	testenv.RunCache(t.Context(), t, lagging)
 	tracker := expectations.New(expectations.Options{Name: name})
 	reader := expectations.NewReader(lagging, tracker)
 

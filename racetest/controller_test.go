@@ -12,15 +12,13 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/racesafe/racesafe/expectations"
+	"github.com/racesafe/racesafe/internal/testenv"
 	"github.com/racesafe/racesafe/phase"
 	"github.com/racesafe/racesafe/racetest"
 	"github.com/racesafe/racesafe/requeue"
@@ -54,13 +52,10 @@ func testControllerSurvivesAmbiguousWritesAndBrokenWatches(t *testing.T, cfg *re
 	if err != nil {
 		t.Fatal(err)
 	}
-	mgr, err := manager.New(cfg, manager.Options{
-		NewClient:              faults.NewClient,
-		NewCache:               racetest.LaggedCache(racetest.LagOptions{Delay: 50 * time.Millisecond, WatchFaults: watches}),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-	})
+	opts := testenv.ManagerOptions()
+	opts.NewClient = faults.NewClient
+	opts.NewCache = racetest.LaggedCache(racetest.LagOptions{Delay: 50 * time.Millisecond, WatchFaults: watches})
+	mgr, err := manager.New(cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,15 +117,7 @@ func testControllerSurvivesAmbiguousWritesAndBrokenWatches(t *testing.T, cfg *re
 			t.Fatal(err)
 		}
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	})
+	testenv.Run(t.Context(), t, mgr)
 
 	poll(t, "every Item finished", func() bool {
 		list := &unstructured.UnstructuredList{}

@@ -142,7 +142,7 @@ func CountRequests(cfg *rest.Config) (*rest.Config, *Counter) {
 	c := &Counter{}
 	counted := rest.CopyConfig(cfg)
 	counted.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return &countingTransport{next: rt, counter: c}
+		return &countingTransport{wrapping: wrapping{rt}, counter: c}
 	})
 	return counted, c
 }
@@ -194,14 +194,21 @@ func (c *Counter) Reset() {
 	clear(c.counts)
 }
 
-type countingTransport struct {
-	next    http.RoundTripper
-	counter *Counter
+// wrapping is the transport underneath one of racetest's transports.
+// Embedded, it gives that transport WrappedRoundTripper, through which
+// client-go's utilnet.CloseIdleConnectionsFor reaches the connections
+// underneath: without it their goroutines outlive the test.
+type wrapping struct {
+	next http.RoundTripper
 }
 
-// WrappedRoundTripper lets utilnet.CloseIdleConnectionsFor reach the
-// transport underneath.
-func (t *countingTransport) WrappedRoundTripper() http.RoundTripper { return t.next }
+// WrappedRoundTripper returns the transport underneath.
+func (w wrapping) WrappedRoundTripper() http.RoundTripper { return w.next }
+
+type countingTransport struct {
+	wrapping
+	counter *Counter
+}
 
 // RoundTrip implements http.RoundTripper.
 func (t *countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {

@@ -19,7 +19,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/racesafe/racesafe/internal/testenv"
 	"github.com/racesafe/racesafe/racetest"
@@ -29,7 +28,6 @@ import (
 // start costs seconds on a small machine.
 func TestEnvtest(t *testing.T) {
 	env := testenv.Start(t, testenv.Options{CRDs: []*apiextensionsv1.CustomResourceDefinition{testenv.OpenCRD(itemGVK, "items", true)}})
-	waitForItems(t, env.Config)
 	t.Run("LaggedCacheServesStaleReadsForTheDelay", func(t *testing.T) {
 		testStaleWindow(t, env.Config, 300*time.Millisecond)
 	})
@@ -72,10 +70,7 @@ func TestEnvtest(t *testing.T) {
 func directClient(t *testing.T, cfg *rest.Config) client.Client {
 	t.Helper()
 	hc := httpClient(t, cfg)
-	c, err := client.New(cfg, client.Options{HTTPClient: hc})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := testenv.Client(t, cfg, client.Options{HTTPClient: hc})
 	return c
 }
 
@@ -89,29 +84,6 @@ func httpClient(t *testing.T, cfg *rest.Config) *http.Client {
 	}
 	t.Cleanup(func() { utilnet.CloseIdleConnectionsFor(hc.Transport) })
 	return hc
-}
-
-// startCache starts c and stops it, waiting for it to return, when t ends.
-func startCache(t *testing.T, c cache.Cache) (stop func()) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- c.Start(ctx) }()
-	stop = func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("cache stopped with %v", err)
-		}
-	}
-	t.Cleanup(func() {
-		if ctx.Err() == nil {
-			stop()
-		}
-	})
-	if !c.WaitForCacheSync(ctx) {
-		t.Fatal("cache did not sync")
-	}
-	return stop
 }
 
 func createConfigMap(t *testing.T, c client.Client) *corev1.ConfigMap {
@@ -158,7 +130,7 @@ func testStaleWindow(t *testing.T, cfg *rest.Config, lag time.Duration) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	startCache(t, lagging)
+	testenv.RunCache(t.Context(), t, lagging)
 	oldRV := cm.ResourceVersion
 	waitForRV(t, lagging, cm, oldRV)
 
@@ -209,7 +181,7 @@ func testBodyClose(t *testing.T, cfg *rest.Config) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := startCache(t, lagging)
+	stop := testenv.RunCache(t.Context(), t, lagging)
 	waitForRV(t, lagging, cm, cm.ResourceVersion)
 
 	// Not vacuous: the lag is in the watch path while the cache runs.
@@ -282,11 +254,9 @@ func testManagerFaults(t *testing.T, cfg *rest.Config) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mgr, err := manager.New(cfg, manager.Options{
-		NewClient:              faults.NewClient,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-	})
+	opts := testenv.ManagerOptions()
+	opts.NewClient = faults.NewClient
+	mgr, err := manager.New(cfg, opts)
 	if err != nil {
 		t.Fatalf("manager.New: %v", err)
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -112,28 +111,24 @@ func (g *viewGate) wait(resource string, ended <-chan struct{}) bool {
 }
 
 func (g *viewGate) wrap(next http.RoundTripper) http.RoundTripper {
-	return &gateTransport{next: next, gate: g}
+	return &gateTransport{wrapping: wrapping{next}, gate: g}
 }
 
 type gateTransport struct {
-	next http.RoundTripper
+	wrapping
 	gate *viewGate
 }
 
-// WrappedRoundTripper lets client-go reach the transport underneath.
-func (t *gateTransport) WrappedRoundTripper() http.RoundTripper { return t.next }
-
 func (t *gateTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	r := Classify(req.Method, req.URL)
-	if r.Verb != "watch" && r.Verb != "list" {
+	lw, ok := asListWatch(req)
+	if !ok {
 		return t.next.RoundTrip(req)
 	}
+	r, initial, rv := lw.Request, lw.initial, lw.rv
 	q := req.URL.Query()
-	initial, _ := strconv.ParseBool(q.Get("sendInitialEvents"))
-	rv := q.Get("resourceVersion")
 	g := t.gate
 	g.mu.Lock()
-	gone := r.Verb == "watch" && !initial && rv != "" && rv != "0" && g.gone[r.Resource]
+	gone := lw.resumes() && g.gone[r.Resource]
 	if gone {
 		delete(g.gone, r.Resource)
 	}

@@ -124,8 +124,12 @@ type FaultOptionsError struct {
 }
 
 // Error implements error.
-func (e *FaultOptionsError) Error() string {
-	return fmt.Sprintf("%v: FaultOptions.%s = %v: %s", ErrInvalidFaultOptions, e.Field, e.Value, e.Reason)
+func (e *FaultOptionsError) Error() string { return e.message("FaultOptions.") }
+
+// message is the error's text for a field of the options struct whose
+// field names are prefixed with prefix ("" for arguments).
+func (e *FaultOptionsError) message(prefix string) string {
+	return fmt.Sprintf("%v: %s%s = %v: %s", ErrInvalidFaultOptions, prefix, e.Field, e.Value, e.Reason)
 }
 
 // Is makes errors.Is(err, ErrInvalidFaultOptions) true.

@@ -66,7 +66,7 @@ func WithWatchLag(cfg *rest.Config, opts LagOptions) *rest.Config {
 		lagged.Wrap(opts.WatchFaults.wrap)
 	}
 	lagged.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return &lagTransport{next: rt, opts: opts}
+		return &lagTransport{wrapping: wrapping{rt}, opts: opts}
 	})
 	return lagged
 }
@@ -91,13 +91,9 @@ func LaggedCache(opts LagOptions) cache.NewCacheFunc {
 
 // lagTransport delays the bodies of watch responses.
 type lagTransport struct {
-	next http.RoundTripper
+	wrapping
 	opts LagOptions
 }
-
-// WrappedRoundTripper lets client-go's utilnet.CloseIdleConnectionsFor reach
-// the transport underneath; without it idle connections could not be closed.
-func (t *lagTransport) WrappedRoundTripper() http.RoundTripper { return t.next }
 
 // RoundTrip implements http.RoundTripper.
 func (t *lagTransport) RoundTrip(req *http.Request) (*http.Response, error) {

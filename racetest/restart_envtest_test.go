@@ -61,7 +61,7 @@ func TestAPIServerRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	startCache(t, c)
+	testenv.RunCache(t.Context(), t, c)
 	waitForRV(t, c, before, before.ResourceVersion)
 	watcher, err := client.NewWithWatch(cfg, client.Options{HTTPClient: httpClient(t, cfg)})
 	if err != nil {

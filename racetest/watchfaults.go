@@ -52,20 +52,15 @@ type WatchFaultOptions struct {
 	Match func(Request) bool
 }
 
-// WatchFaultOptionsError says which field of [WatchFaultOptions] is invalid.
+// WatchFaultOptionsError says which field of [WatchFaultOptions] is invalid,
+// with the fields of a [FaultOptionsError]: a type of its own, so that
+// errors.As tells which options were refused.
 // errors.Is(err, ErrInvalidFaultOptions) is true.
-type WatchFaultOptionsError struct {
-	// Field names the field.
-	Field string
-	// Value is the rejected value.
-	Value any
-	// Reason says what a valid value is.
-	Reason string
-}
+type WatchFaultOptionsError FaultOptionsError
 
 // Error implements error.
 func (e *WatchFaultOptionsError) Error() string {
-	return fmt.Sprintf("%v: WatchFaultOptions.%s = %v: %s", ErrInvalidFaultOptions, e.Field, e.Value, e.Reason)
+	return (*FaultOptionsError)(e).message("WatchFaultOptions.")
 }
 
 // Is makes errors.Is(err, ErrInvalidFaultOptions) true.
@@ -152,7 +147,7 @@ func (w *WatchFaults) Config(cfg *rest.Config) *rest.Config {
 }
 
 func (w *WatchFaults) wrap(rt http.RoundTripper) http.RoundTripper {
-	return &watchFaultTransport{next: rt, faults: w}
+	return &watchFaultTransport{wrapping: wrapping{rt}, faults: w}
 }
 
 // NewCache is a [cache.NewCacheFunc] for manager.Options.NewCache: the
@@ -226,28 +221,23 @@ func (w *WatchFaults) countRequest(r Request, lists bool) {
 }
 
 type watchFaultTransport struct {
-	next   http.RoundTripper
+	wrapping
 	faults *WatchFaults
 }
 
-// WrappedRoundTripper lets utilnet.CloseIdleConnectionsFor reach the
-// transport underneath.
-func (t *watchFaultTransport) WrappedRoundTripper() http.RoundTripper { return t.next }
-
 // RoundTrip implements http.RoundTripper.
 func (t *watchFaultTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	r := Classify(req.Method, req.URL)
-	if r.Verb != "watch" && r.Verb != "list" {
+	lw, ok := asListWatch(req)
+	if !ok {
 		return t.next.RoundTrip(req)
 	}
-	q := req.URL.Query()
-	initial, _ := strconv.ParseBool(q.Get("sendInitialEvents"))
-	t.faults.countRequest(r, r.Verb == "list" || initial)
+	r := lw.Request
+	t.faults.countRequest(r, r.Verb == "list" || lw.initial)
 	if r.Verb != "watch" {
 		return t.next.RoundTrip(req)
 	}
-	if rv := q.Get("resourceVersion"); rv != "" && rv != "0" && !initial && t.faults.gone(r, req.URL.Path) {
-		return goneResponse(req, rv)
+	if lw.resumes() && t.faults.gone(r, req.URL.Path) {
+		return goneResponse(req, lw.rv)
 	}
 	resp, err := t.next.RoundTrip(req)
 	if err != nil || resp.StatusCode != http.StatusOK {
@@ -259,6 +249,37 @@ func (t *watchFaultTransport) RoundTrip(req *http.Request) (*http.Response, erro
 	}
 	resp.Body = &breakingBody{src: resp.Body, frame: frame, faults: t.faults, req: r, path: req.URL.Path}
 	return resp, nil
+}
+
+// listWatch is a list or watch request, as the transports that fault an
+// informer's list and watch see it.
+type listWatch struct {
+	Request
+	// initial: sendInitialEvents, a watch that starts with a list
+	// (WatchList).
+	initial bool
+	// rv is the resourceVersion asked for.
+	rv string
+}
+
+// asListWatch classifies req; false for a request that is neither a list
+// nor a watch.
+func asListWatch(req *http.Request) (listWatch, bool) {
+	r := Classify(req.Method, req.URL)
+	if r.Verb != "watch" && r.Verb != "list" {
+		return listWatch{}, false
+	}
+	q := req.URL.Query()
+	initial, _ := strconv.ParseBool(q.Get("sendInitialEvents"))
+	return listWatch{Request: r, initial: initial, rv: q.Get("resourceVersion")}, true
+}
+
+// resumes reports whether the request is a watch from a resourceVersion
+// the client already held: the one watch the API server answers 410 Gone
+// when that version has left its window. "0" and "" ask for any version,
+// and a watch with initial events starts from a list.
+func (l listWatch) resumes() bool {
+	return l.Verb == "watch" && !l.initial && l.rv != "" && l.rv != "0"
 }
 
 // goneResponse is the API server's answer to a watch from a

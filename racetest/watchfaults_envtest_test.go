@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/racesafe/racesafe/expectations"
+	"github.com/racesafe/racesafe/internal/testenv"
 	"github.com/racesafe/racesafe/racetest"
 )
 
@@ -65,7 +66,7 @@ func testBrokenWatchesResume(t *testing.T, cfg *rest.Config) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	startCache(t, c)
+	testenv.RunCache(t.Context(), t, c)
 	waitForRV(t, c, cm, cm.ResourceVersion)
 
 	before := wf.Counts()
@@ -115,7 +116,7 @@ func testExpectationsAcrossARelist(t *testing.T, cfg *rest.Config) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	startCache(t, c)
+	testenv.RunCache(t.Context(), t, c)
 	tracker := expectations.New(expectations.Options{Name: itemName(t)})
 	reader := expectations.NewReader(c, tracker)
 	readFresh(t, reader, in) // starts the informer and waits for its sync

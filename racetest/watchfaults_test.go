@@ -259,6 +259,13 @@ func TestNewWatchFaultsRejectsInvalidOptions(t *testing.T) {
 			if wf != nil || !errors.Is(err, racetest.ErrInvalidFaultOptions) || !errors.As(err, &optsErr) {
 				t.Fatalf("NewWatchFaults(%+v) = %v, %v; want nil and a *WatchFaultOptionsError", opts, wf, err)
 			}
+			if want := "WatchFaultOptions." + optsErr.Field + " = "; !strings.Contains(err.Error(), want) {
+				t.Errorf("error %q does not name the field as %q", err, want)
+			}
+			var faultsErr *racetest.FaultOptionsError
+			if errors.As(err, &faultsErr) {
+				t.Error("errors.As took a WatchFaultOptions error for a FaultOptions one")
+			}
 		})
 	}
 }

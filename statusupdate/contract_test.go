@@ -256,6 +256,19 @@ func TestPatchOnKindWithoutStatusSubresource(t *testing.T) {
 		cm.Data = map[string]string{"k": "v"}
 		return nil
 	})
+	wantSubresourceError(t, err, statusupdate.SubresourceError{
+		Key:              client.ObjectKeyFromObject(cm),
+		GroupVersionKind: corev1.SchemeGroupVersion.WithKind("ConfigMap"),
+		Subresource:      "status",
+	})
+	h.wantCounts(t, 0, 1, 1, 0)
+}
+
+// wantSubresourceError fails t unless err reports the missing subresource
+// of want: not as NotFound, which client.IgnoreNotFound would drop, but as
+// a *SubresourceError equal to want and matching ErrNoStatusSubresource.
+func wantSubresourceError(t *testing.T, err error, want statusupdate.SubresourceError) {
+	t.Helper()
 	if apierrors.IsNotFound(err) || client.IgnoreNotFound(err) == nil {
 		t.Fatalf("error %v is NotFound: client.IgnoreNotFound would drop the write", err)
 	}
@@ -263,15 +276,9 @@ func TestPatchOnKindWithoutStatusSubresource(t *testing.T) {
 	if !errors.As(err, &serr) || !errors.Is(err, statusupdate.ErrNoStatusSubresource) {
 		t.Fatalf("error %v (%T), want a *SubresourceError matching ErrNoStatusSubresource", err, err)
 	}
-	want := statusupdate.SubresourceError{
-		Key:              client.ObjectKeyFromObject(cm),
-		GroupVersionKind: corev1.SchemeGroupVersion.WithKind("ConfigMap"),
-		Subresource:      "status",
-	}
 	if *serr != want {
 		t.Errorf("SubresourceError %+v, want %+v", *serr, want)
 	}
-	h.wantCounts(t, 0, 1, 1, 0)
 }
 
 // A NotFound for an object that is gone, or was replaced by another of the

@@ -72,10 +72,7 @@ func (rc *requestCounter) take() (verbs map[string]int, conflicts int) {
 
 func newClient(t testing.TB, cfg *rest.Config) client.Client {
 	t.Helper()
-	c, err := client.New(cfg, client.Options{Scheme: scheme.Scheme})
-	if err != nil {
-		t.Fatalf("client: %v", err)
-	}
+	c := testenv.Client(t, cfg, client.Options{Scheme: scheme.Scheme})
 	return c
 }
 
@@ -401,21 +398,11 @@ func TestIntegration(t *testing.T) {
 			return unstructured.SetNestedField(u.Object, "Running", "status", "phase")
 		}
 		_, err := p.PatchStatus(t.Context(), held, setStatus)
-		if apierrors.IsNotFound(err) || client.IgnoreNotFound(err) == nil {
-			t.Fatalf("error %v is NotFound: client.IgnoreNotFound would drop the write", err)
-		}
-		var serr *statusupdate.SubresourceError
-		if !errors.As(err, &serr) || !errors.Is(err, statusupdate.ErrNoStatusSubresource) {
-			t.Fatalf("error %v (%T), want a *SubresourceError matching ErrNoStatusSubresource", err, err)
-		}
-		want := statusupdate.SubresourceError{
+		wantSubresourceError(t, err, statusupdate.SubresourceError{
 			Key:              client.ObjectKeyFromObject(held),
 			GroupVersionKind: schema.GroupVersionKind{Group: testGroup, Version: "v1", Kind: "Gadget"},
 			Subresource:      "status",
-		}
-		if *serr != want {
-			t.Errorf("SubresourceError %+v, want %+v", *serr, want)
-		}
+		})
 		t.Log(err)
 
 		// The object really gone: NotFound, for either kind.

@@ -1,9 +1,6 @@
 package statusupdate
 
-import (
-	"github.com/prometheus/client_golang/prometheus"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
-)
+import "github.com/racesafe/racesafe/internal/controllermetrics"
 
 // Values of the target label.
 const (
@@ -23,14 +20,8 @@ const (
 
 // patchesTotal is registered on controller-runtime's registry, so a manager's
 // metrics endpoint serves it with no wiring by the caller.
-var patchesTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
-	Name: "racesafe_statusupdate_patches_total",
-	Help: "Patch attempts by the statusupdate Patcher, by controller, target (status or object) and result (written, unchanged, conflict, error).",
-}, []string{"controller", "target", "result"})
-
-func init() {
-	metrics.Registry.MustRegister(patchesTotal)
-}
+var patchesTotal = controllermetrics.Counter("racesafe_statusupdate_patches_total",
+	"Patch attempts by the statusupdate Patcher, by controller, target (status or object) and result (written, unchanged, conflict, error).", "target", "result")
 
 // controllerName is the controller label of a Patcher named name.
 func controllerName(name string) string {

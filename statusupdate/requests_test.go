@@ -130,15 +130,7 @@ func TestRequestsPerTransition(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan error, 1)
-		go func() { done <- informers.Start(ctx) }()
-		t.Cleanup(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("cache: %v", err)
-			}
-		})
+		testenv.Run(t.Context(), t, informers)
 		item := createPod(t, c, "incident-cached")
 		// The first Get starts the Pod informer and waits for its sync.
 		if err := informers.Get(t.Context(), client.ObjectKeyFromObject(item), &corev1.Pod{}); err != nil {

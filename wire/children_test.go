@@ -9,14 +9,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/racesafe/racesafe/internal/testenv"
@@ -28,17 +25,14 @@ import (
 // with: its cache on ns alone, Secrets seen secretLag late, metrics and
 // probes off.
 func childManagerOptions(ns string, secretLag time.Duration) ctrl.Options {
-	return ctrl.Options{
-		Scheme:                 clientgoscheme.Scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
-		NewCache: racetest.LaggedCache(racetest.LagOptions{
-			Delay: secretLag,
-			Match: func(r racetest.Request) bool { return r.Resource == "secrets" },
-		}),
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-	}
+	opts := testenv.ManagerOptions()
+	opts.Scheme = clientgoscheme.Scheme
+	opts.Cache = cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}}
+	opts.NewCache = racetest.LaggedCache(racetest.LagOptions{
+		Delay: secretLag,
+		Match: func(r racetest.Request) bool { return r.Resource == "secrets" },
+	})
+	return opts
 }
 
 // childController registers the ReplicaSet problem's controller on mgr:
@@ -85,18 +79,28 @@ func ownedChild(owner *corev1.ConfigMap) *corev1.Secret {
 func bothBuilders(t *testing.T, prefix string, run func(t *testing.T, env *testenv.Env, direct client.Client, ns string, wired bool)) {
 	t.Helper()
 	env := testenv.Start(t, testenv.Options{})
-	direct, err := client.New(env.Config, client.Options{Scheme: clientgoscheme.Scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	direct := testenv.Client(t, env.Config, client.Options{Scheme: clientgoscheme.Scheme})
 	for _, wired := range []bool{false, true} {
 		name := map[bool]string{false: "controller-runtime", true: "wire"}[wired]
 		t.Run(name, func(t *testing.T) {
 			ns := prefix + "-" + name
-			if err := direct.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-				t.Fatal(err)
-			}
+			testenv.Namespace(t, direct, ns)
 			run(t, env, direct, ns, wired)
 		})
+	}
+}
+
+// judgeChildren judges a children test by the children left on the server:
+// the wired controller must leave exactly one; controller-runtime's must
+// have made a second, or the race did not happen (race says what should
+// have made it) and the test proves nothing.
+func judgeChildren(t *testing.T, ns string, wired bool, children int, race string) {
+	t.Helper()
+	t.Logf("%s: %d children on the server", ns, children)
+	if wired && children != 1 {
+		t.Errorf("wired controller: %d children, want exactly 1", children)
+	}
+	if !wired && children < 2 {
+		t.Errorf("controller-runtime controller: %d children; %s it must duplicate, or this test proves nothing", children, race)
 	}
 }

@@ -2,7 +2,6 @@ package wire_test
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
@@ -10,12 +9,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/racesafe/racesafe/internal/testenv"
@@ -32,17 +28,12 @@ const finishFinalizer = "racesafe.io/finish-test"
 // leader to do the work again.
 func TestIntegrationFinishDeletionOnStop(t *testing.T) {
 	env := testenv.Start(t, testenv.Options{})
-	direct, err := client.New(env.Config, client.Options{Scheme: clientgoscheme.Scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	direct := testenv.Client(t, env.Config, client.Options{Scheme: clientgoscheme.Scheme})
 	for _, finish := range []time.Duration{0, 10 * time.Second} {
 		name := map[bool]string{false: "default", true: "FinishDeletion"}[finish > 0]
 		t.Run(name, func(t *testing.T) {
 			ns := "finish-" + map[bool]string{false: "default", true: "set"}[finish > 0]
-			if err := direct.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-				t.Fatal(err)
-			}
+			testenv.Namespace(t, direct, ns)
 			released := runUntilStoppedMidDeletion(t, env, direct, ns, finish)
 			cm := &corev1.ConfigMap{}
 			err := direct.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "owner"}, cm)
@@ -65,12 +56,9 @@ func TestIntegrationFinishDeletionOnStop(t *testing.T) {
 // object, stops the manager once the deletion's work has started, waits for
 // the manager to return, and reports whether the release was sent.
 func runUntilStoppedMidDeletion(t *testing.T, env *testenv.Env, direct client.Client, ns string, finish time.Duration) (released bool) {
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:                 clientgoscheme.Scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-	})
+	opts := testenv.ManagerOptions()
+	opts.Scheme = clientgoscheme.Scheme
+	mgr, err := ctrl.NewManager(env.Config, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,10 +96,8 @@ func runUntilStoppedMidDeletion(t *testing.T, env *testenv.Env, direct client.Cl
 	if err := b.Named("finish-" + ns).For(&corev1.ConfigMap{}).WithWiring(wire.Options{FinishDeletion: finish}).Complete(r); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
+	ctx := t.Context()
+	stop := testenv.Run(ctx, t, mgr)
 
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "owner", Finalizers: []string{finishFinalizer}}}
 	if err := direct.Create(ctx, cm); err != nil {
@@ -125,10 +111,7 @@ func runUntilStoppedMidDeletion(t *testing.T, env *testenv.Env, direct client.Cl
 	case <-time.After(30 * time.Second):
 		t.Fatal("the deletion was never reconciled")
 	}
-	cancel()
-	if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
-		t.Errorf("manager: %v", err)
-	}
+	stop()
 	select {
 	case released = <-releasedCh:
 	default:

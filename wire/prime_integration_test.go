@@ -29,14 +29,7 @@ import (
 // cache to show the child.
 func TestIntegrationNewLeaderKnowsItsPredecessorsChildren(t *testing.T) {
 	bothBuilders(t, "prime", func(t *testing.T, env *testenv.Env, direct client.Client, ns string, wired bool) {
-		children := runNewLeader(t, env, direct, ns, wired)
-		t.Logf("%s: %d children on the server", ns, children)
-		if wired && children != 1 {
-			t.Errorf("wired new leader: %d children, want exactly the predecessor's 1", children)
-		}
-		if !wired && children < 2 {
-			t.Errorf("controller-runtime new leader: %d children; with its cache 4 s behind it must duplicate, or this test proves nothing", children)
-		}
+		judgeChildren(t, ns, wired, runNewLeader(t, env, direct, ns, wired), "with its cache 4 s behind")
 	})
 }
 
@@ -65,14 +58,7 @@ func runNewLeader(t *testing.T, env *testenv.Env, direct client.Client, ns strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	}()
+	defer testenv.Run(ctx, t, mgr)()
 	// The standby's cache is warm (it runs before the lease is won) and has
 	// seen the owner; the predecessor then creates the child and stops.
 	owner := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "owner"}}
@@ -177,14 +163,7 @@ func runNewLeaderOfMovedObject(t *testing.T, env *testenv.Env, direct client.Cli
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	}()
+	defer testenv.Run(ctx, t, mgr)()
 	// The standby's cache is warm and shows Failed; the predecessor moves
 	// the object on, and stops.
 	if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {

@@ -14,7 +14,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/racesafe/racesafe/expectations"
@@ -53,11 +52,10 @@ func (a *answer) set(err error) { a.err.Store(&err) }
 
 func TestIntegrationBuilder(t *testing.T) {
 	env := testenv.Start(t, testenv.Options{})
-	ctx, cancel := context.WithCancel(t.Context())
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:  clientgoscheme.Scheme,
-		Metrics: metricsserver.Options{BindAddress: "0"},
-	})
+	ctx := t.Context()
+	mgrOpts := testenv.ManagerOptions()
+	mgrOpts.Scheme = clientgoscheme.Scheme
+	mgr, err := ctrl.NewManager(env.Config, mgrOpts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,22 +95,10 @@ func TestIntegrationBuilder(t *testing.T) {
 		t.Fatalf("a second Complete: got %v, want ErrBuilder", err)
 	}
 
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	})
-	if !mgr.GetCache().WaitForCacheSync(ctx) {
-		t.Fatal("cache never synced")
-	}
+	testenv.Run(ctx, t, mgr)
+	testenv.SyncInformers(ctx, t, mgr.GetCache())
 
-	direct, err := client.New(env.Config, client.Options{Scheme: clientgoscheme.Scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	direct := testenv.Client(t, env.Config, client.Options{Scheme: clientgoscheme.Scheme})
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "wired"}}
 	if err := direct.Create(ctx, cm); err != nil {
 		t.Fatal(err)

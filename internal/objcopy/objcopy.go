@@ -9,6 +9,10 @@ import (
 	"fmt"
 	"reflect"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -65,4 +69,33 @@ func EmptyLike[T client.Object](obj T) (T, error) {
 	out.SetNamespace(obj.GetNamespace())
 	out.SetName(obj.GetName())
 	return out, nil
+}
+
+// EmptyList returns an empty list of kind gvk in proto's form: a
+// metadata-only list for a *metav1.PartialObjectMetadata, an unstructured
+// one for an *unstructured.Unstructured, else the typed list scheme knows
+// as gvk's List kind. Its kind is set, as a List of the first two forms
+// needs. An error names a List kind scheme does not know, or one that is
+// not a list.
+func EmptyList(proto client.Object, gvk schema.GroupVersionKind, scheme *runtime.Scheme) (client.ObjectList, error) {
+	listGVK := gvk.GroupVersion().WithKind(gvk.Kind + "List")
+	switch proto.(type) {
+	case *metav1.PartialObjectMetadata:
+		l := &metav1.PartialObjectMetadataList{}
+		l.SetGroupVersionKind(listGVK)
+		return l, nil
+	case *unstructured.Unstructured:
+		l := &unstructured.UnstructuredList{}
+		l.SetGroupVersionKind(listGVK)
+		return l, nil
+	}
+	obj, err := scheme.New(listGVK)
+	if err != nil {
+		return nil, err
+	}
+	l, ok := obj.(client.ObjectList)
+	if !ok {
+		return nil, fmt.Errorf("%T is not a list", obj)
+	}
+	return l, nil
 }

@@ -5,7 +5,10 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 func TestDeepCopyTurnsPanicIntoError(t *testing.T) {
@@ -57,5 +60,36 @@ func TestEmptyLikeKeepsAddressOnly(t *testing.T) {
 	}
 	if out.GetName() != "a" || out.GetNamespace() != "ns" || out.GetKind() != "ConfigMap" || out.GetResourceVersion() != "" {
 		t.Fatalf("EmptyLike = %v", out.Object)
+	}
+}
+
+func TestEmptyListKeepsTheProtosForm(t *testing.T) {
+	gvk := corev1.SchemeGroupVersion.WithKind("Secret")
+	listGVK := corev1.SchemeGroupVersion.WithKind("SecretList")
+	scheme := runtime.NewScheme()
+	if err := corev1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range map[string]struct {
+		proto client.Object
+		check func(client.ObjectList) bool
+	}{
+		"typed":        {&corev1.Secret{}, func(l client.ObjectList) bool { _, ok := l.(*corev1.SecretList); return ok }},
+		"unstructured": {&unstructured.Unstructured{}, func(l client.ObjectList) bool { _, ok := l.(*unstructured.UnstructuredList); return ok }},
+		"metadata":     {&metav1.PartialObjectMetadata{}, func(l client.ObjectList) bool { _, ok := l.(*metav1.PartialObjectMetadataList); return ok }},
+	} {
+		l, err := EmptyList(tc.proto, gvk, scheme)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if !tc.check(l) {
+			t.Errorf("%s: EmptyList = %T, not the proto's form", name, l)
+		}
+		if name != "typed" && l.GetObjectKind().GroupVersionKind() != listGVK {
+			t.Errorf("%s: list kind %v, want %v: an untyped List without it cannot be sent", name, l.GetObjectKind().GroupVersionKind(), listGVK)
+		}
+	}
+	if _, err := EmptyList(&corev1.Secret{}, corev1.SchemeGroupVersion.WithKind("Nothing"), scheme); err == nil {
+		t.Error("EmptyList of a kind the scheme does not know returned no error")
 	}
 }

@@ -1,5 +1,9 @@
 // Package testenv starts a real kube-apiserver and etcd for the integration
-// tests of racesafe, through controller-runtime's envtest.
+// tests of racesafe, through controller-runtime's envtest, and what every
+// integration test starts on it: [Start] the control plane, [Client] a
+// direct client, [Namespace] a test's own namespace, [ManagerOptions] a
+// manager's, [Run] a cache or manager until the test ends, [RunCache] and
+// [SyncInformers] a synced cache.
 //
 // The binaries are built by `make envtest` into bin/k8s/<version>-<os>-<arch>/
 // at the top of the checkout; KUBEBUILDER_ASSETS, when set, wins. Without them a
@@ -8,6 +12,7 @@
 package testenv
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -15,9 +20,15 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
 
@@ -82,6 +93,10 @@ type Options struct {
 	CRDDirectoryPaths []string
 	// CRDs are CRD objects to install.
 	CRDs []*apiextensionsv1.CustomResourceDefinition
+	// AdmissionPlugins are admission plugins kube-apiserver enables beyond
+	// its defaults (--enable-admission-plugins), such as
+	// OwnerReferencesPermissionEnforcement. None when empty.
+	AdmissionPlugins []string
 }
 
 // NewEnvironment returns an envtest.Environment on the binaries in dir. Its
@@ -96,6 +111,10 @@ func NewEnvironment(dir string, opts Options) *envtest.Environment {
 	}
 	env.ControlPlane.Etcd = &envtest.Etcd{}
 	env.ControlPlane.Etcd.Configure().Append("unsafe-no-fsync", "true")
+	if len(opts.AdmissionPlugins) > 0 {
+		env.ControlPlane.APIServer = &envtest.APIServer{}
+		env.ControlPlane.APIServer.Configure().Append("enable-admission-plugins", strings.Join(opts.AdmissionPlugins, ","))
+	}
 	return env
 }
 
@@ -107,7 +126,8 @@ type Env struct {
 }
 
 // Start starts a control plane for t and stops it when t ends. It skips t when
-// the binaries are missing, or fails t when CI=true.
+// the binaries are missing, or fails t when CI=true. It returns once every
+// CRD it installed is served.
 func Start(tb testing.TB, opts Options) *Env {
 	tb.Helper()
 	dir, err := AssetsDir()
@@ -127,5 +147,45 @@ func Start(tb testing.TB, opts Options) *Env {
 			tb.Errorf("stop envtest: %v", err)
 		}
 	})
+	waitServed(tb, cfg, env.CRDs)
 	return &Env{Config: cfg, Environment: env}
+}
+
+// waitServed waits until a List of each served version of crds succeeds:
+// envtest returns once discovery shows a CRD, and a List of it can still
+// fail for a moment after. Its connections are closed when it returns, so
+// no goroutine of theirs outlives the test.
+func waitServed(tb testing.TB, cfg *rest.Config, crds []*apiextensionsv1.CustomResourceDefinition) {
+	tb.Helper()
+	if len(crds) == 0 {
+		return
+	}
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		tb.Fatalf("http client: %v", err)
+	}
+	defer utilnet.CloseIdleConnectionsFor(hc.Transport)
+	c, err := client.New(cfg, client.Options{HTTPClient: hc})
+	if err != nil {
+		tb.Fatalf("client: %v", err)
+	}
+	for _, crd := range crds {
+		listKind := crd.Spec.Names.ListKind
+		if listKind == "" {
+			listKind = crd.Spec.Names.Kind + "List"
+		}
+		for _, v := range crd.Spec.Versions {
+			if !v.Served {
+				continue
+			}
+			list := &unstructured.UnstructuredList{}
+			list.SetGroupVersionKind(schema.GroupVersionKind{Group: crd.Spec.Group, Version: v.Name, Kind: listKind})
+			err := wait.PollUntilContextTimeout(tb.Context(), 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+				return c.List(ctx, list) == nil, nil
+			})
+			if err != nil {
+				tb.Fatalf("%s not served: %v", list.GroupVersionKind(), err)
+			}
+		}
+	}
 }

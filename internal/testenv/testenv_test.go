@@ -1,10 +1,14 @@
 package testenv_test
 
 import (
+	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/racesafe/racesafe/internal/testenv"
@@ -35,5 +39,33 @@ func TestStartServesCreate(t *testing.T) {
 	}
 	if got.Data["k"] != "v" || got.UID != cm.UID {
 		t.Fatalf("read back %+v, want the created object", got)
+	}
+}
+
+// TestStartReturnsWithItsCRDsServed: a test may List a kind Start
+// installed as soon as Start returns, with no wait of its own.
+func TestStartReturnsWithItsCRDsServed(t *testing.T) {
+	gvk := schema.GroupVersionKind{Group: "testenv.racesafe.io", Version: "v1", Kind: "Thing"}
+	env := testenv.Start(t, testenv.Options{CRDs: []*apiextensionsv1.CustomResourceDefinition{testenv.OpenCRD(gvk, "things", false)}})
+	c := testenv.Client(t, env.Config, client.Options{})
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(gvk.GroupVersion().WithKind("ThingList"))
+	if err := c.List(t.Context(), list); err != nil {
+		t.Fatalf("List of a CRD Start installed: %v", err)
+	}
+}
+
+// TestNewEnvironmentEnablesAdmissionPlugins: the plugins reach
+// kube-apiserver's command line, and without any the flag is left to
+// kube-apiserver's defaults.
+func TestNewEnvironmentEnablesAdmissionPlugins(t *testing.T) {
+	env := testenv.NewEnvironment(t.TempDir(), testenv.Options{AdmissionPlugins: []string{"OwnerReferencesPermissionEnforcement", "AlwaysPullImages"}})
+	args := env.ControlPlane.APIServer.Configure().AsStrings(nil)
+	want := "--enable-admission-plugins=OwnerReferencesPermissionEnforcement,AlwaysPullImages"
+	if !slices.Contains(args, want) {
+		t.Errorf("kube-apiserver arguments %q lack %q", args, want)
+	}
+	if env := testenv.NewEnvironment(t.TempDir(), testenv.Options{}); env.ControlPlane.APIServer != nil {
+		t.Errorf("without AdmissionPlugins the API server is configured: %q", env.ControlPlane.APIServer.Configure().AsStrings(nil))
 	}
 }

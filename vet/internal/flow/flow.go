@@ -13,6 +13,7 @@ import (
 	"go/types"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -161,14 +162,7 @@ func run(pass *analysis.Pass) (any, error) {
 	r.scanPackage()
 	// Summaries of the package's functions, to a fixed point: a helper's
 	// summary feeds its callers'.
-	var decls []*ast.FuncDecl
-	for _, f := range pass.Files {
-		for _, d := range f.Decls {
-			if fd, ok := d.(*ast.FuncDecl); ok && fd.Body != nil {
-				decls = append(decls, fd)
-			}
-		}
-	}
+	decls := slices.Collect(FuncDecls(pass.Files...))
 	for range 8 {
 		// Readers of the API server returned by the package's helpers are
 		// known once their summaries are.

@@ -39,7 +39,7 @@ func (r *Result) block(stmts []ast.Stmt, w Written, v Visitor) Written {
 		// branch is the path where the write failed.
 		if ifs, ok := s.(*ast.IfStmt); ok && ifs.Init == nil && i > 0 {
 			if root, at := r.failedWrite(stmts[i-1], ifs.Cond); root != nil && w != nil && w[root] == at {
-				w = r.ifFailed(ifs, root, w, v)
+				w = r.ifStmt(ifs, root, w, v)
 				if w == nil {
 					return nil
 				}
@@ -100,16 +100,20 @@ func (r *Result) testsFailure(cond ast.Expr, err *types.Var) bool {
 	return false
 }
 
-// ifFailed walks an if whose then branch runs when root's write failed:
-// the branch starts without that write.
-func (r *Result) ifFailed(s *ast.IfStmt, root *types.Var, w Written, v Visitor) Written {
+// ifStmt walks an if's condition and both branches, and returns what is
+// written after it. failed is the variable whose write failed when the then
+// branch runs (if err := c.Update(ctx, x); err != nil): that branch starts
+// without x's write. With failed nil it starts with every write before.
+func (r *Result) ifStmt(s *ast.IfStmt, failed *types.Var, w Written, v Visitor) Written {
 	r.expr(s.Cond, w, v)
 	if v.If != nil {
 		v.If(s, w)
 	}
-	failed := maps.Clone(w)
-	delete(failed, root)
-	then := r.block(s.Body.List, failed, v)
+	start := maps.Clone(w)
+	if failed != nil {
+		delete(start, failed)
+	}
+	then := r.block(s.Body.List, start, v)
 	var els Written
 	if s.Else != nil {
 		els = r.stmt(s.Else, maps.Clone(w), v)
@@ -148,24 +152,10 @@ func (r *Result) stmt(s ast.Stmt, w Written, v Visitor) Written {
 		if s.Init != nil {
 			w = r.stmt(s.Init, w, v)
 			if root, at := r.failedWrite(s.Init, s.Cond); root != nil && w != nil && w[root] == at {
-				return r.ifFailed(s, root, w, v)
+				return r.ifStmt(s, root, w, v)
 			}
 		}
-		r.expr(s.Cond, w, v)
-		if v.If != nil {
-			v.If(s, w)
-		}
-		then := r.block(s.Body.List, maps.Clone(w), v)
-		var els Written
-		if s.Else != nil {
-			els = r.stmt(s.Else, maps.Clone(w), v)
-		} else {
-			els = w
-		}
-		if then == nil && els == nil {
-			return nil
-		}
-		return union(then, els)
+		return r.ifStmt(s, nil, w, v)
 	case *ast.SwitchStmt:
 		if s.Init != nil {
 			w = r.stmt(s.Init, w, v)

@@ -14,16 +14,11 @@ import (
 )
 
 // Analyzer reports conflict retries that cannot help or repeat side effects.
-var Analyzer = &analysis.Analyzer{
-	Name:     "conflictretry",
-	Doc:      "report RetryOnConflict bodies that retry nothing, re-read from the cache, or have side effects outside the cluster",
-	URL:      "https://github.com/racesafe/racesafe/blob/main/docs/vet.md#conflictretry",
-	Requires: []*analysis.Analyzer{flow.Analyzer},
-	Run:      run,
-}
+var Analyzer = flow.NewChecker("conflictretry",
+	"report RetryOnConflict bodies that retry nothing, re-read from the cache, or have side effects outside the cluster",
+	run)
 
-func run(pass *analysis.Pass) (any, error) {
-	fl := pass.ResultOf[flow.Analyzer].(*flow.Result)
+func run(pass *analysis.Pass, fl *flow.Result) {
 	for _, f := range pass.Files {
 		lits := fl.RetryBodies(f)
 		for _, lit := range lits {
@@ -32,13 +27,10 @@ func run(pass *analysis.Pass) (any, error) {
 		if len(lits) == 0 {
 			continue
 		}
-		for _, d := range f.Decls {
-			if fd, ok := d.(*ast.FuncDecl); ok && fd.Body != nil {
-				checkCachedReads(pass, fl, fd.Body, lits)
-			}
+		for fd := range flow.FuncDecls(f) {
+			checkCachedReads(pass, fl, fd.Body, lits)
 		}
 	}
-	return nil, nil
 }
 
 // checkCachedReads reports a retry's cached re-read into a variable of its

@@ -13,27 +13,19 @@ import (
 )
 
 // Analyzer reports creates decided from a cached List.
-var Analyzer = &analysis.Analyzer{
-	Name:     "createfromlist",
-	Doc:      "report children created with generateName from a cached List, without expectations",
-	URL:      "https://github.com/racesafe/racesafe/blob/main/docs/vet.md#createfromlist",
-	Requires: []*analysis.Analyzer{flow.Analyzer},
-	Run:      run,
-}
+var Analyzer = flow.NewChecker("createfromlist",
+	"report children created with generateName from a cached List, without expectations",
+	run)
 
-func run(pass *analysis.Pass) (any, error) {
-	fl := pass.ResultOf[flow.Analyzer].(*flow.Result)
+func run(pass *analysis.Pass, fl *flow.Result) {
+	// A package that keeps expectations has the guard this reports the
+	// absence of.
 	if fl.Expectations {
-		return nil, nil
+		return
 	}
-	for _, f := range pass.Files {
-		for _, d := range f.Decls {
-			if fd, ok := d.(*ast.FuncDecl); ok && fd.Body != nil {
-				check(pass, fl, fd.Body)
-			}
-		}
+	for fd := range flow.FuncDecls(pass.Files...) {
+		check(pass, fl, fd.Body)
 	}
-	return nil, nil
 }
 
 func check(pass *analysis.Pass, fl *flow.Result, body *ast.BlockStmt) {

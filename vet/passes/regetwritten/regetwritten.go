@@ -16,26 +16,16 @@ import (
 )
 
 // Analyzer reports cached re-reads into written objects.
-var Analyzer = &analysis.Analyzer{
-	Name:     "regetwritten",
-	Doc:      "report cached Gets into an object this reconcile wrote (the incident's stale re-read)",
-	URL:      "https://github.com/racesafe/racesafe/blob/main/docs/vet.md#regetwritten",
-	Requires: []*analysis.Analyzer{flow.Analyzer},
-	Run:      run,
-}
+var Analyzer = flow.NewChecker("regetwritten",
+	"report cached Gets into an object this reconcile wrote (the incident's stale re-read)",
+	run)
 
 const fix = "read into a fresh variable, keep the object the write returned, or read through racesafe's expectations.Client (wire.ControllerManagedBy gives one)"
 
-func run(pass *analysis.Pass) (any, error) {
-	fl := pass.ResultOf[flow.Analyzer].(*flow.Result)
-	for _, f := range pass.Files {
-		for _, d := range f.Decls {
-			if fd, ok := d.(*ast.FuncDecl); ok && fd.Body != nil {
-				check(pass, fl, fd.Body)
-			}
-		}
+func run(pass *analysis.Pass, fl *flow.Result) {
+	for fd := range flow.FuncDecls(pass.Files...) {
+		check(pass, fl, fd.Body)
 	}
-	return nil, nil
 }
 
 func check(pass *analysis.Pass, fl *flow.Result, body *ast.BlockStmt) {

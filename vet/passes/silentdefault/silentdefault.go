@@ -14,16 +14,11 @@ import (
 )
 
 // Analyzer reports phase switches that end the reconcile silently.
-var Analyzer = &analysis.Analyzer{
-	Name:     "silentdefault",
-	Doc:      "report phase switches whose default ends the reconcile with an empty result and nil error",
-	URL:      "https://github.com/racesafe/racesafe/blob/main/docs/vet.md#silentdefault",
-	Requires: []*analysis.Analyzer{flow.Analyzer},
-	Run:      run,
-}
+var Analyzer = flow.NewChecker("silentdefault",
+	"report phase switches whose default ends the reconcile with an empty result and nil error",
+	run)
 
-func run(pass *analysis.Pass) (any, error) {
-	fl := pass.ResultOf[flow.Analyzer].(*flow.Result)
+func run(pass *analysis.Pass, fl *flow.Result) {
 	for _, f := range pass.Files {
 		// The statement after each switch or if, for a switch without a
 		// default or an if-chain without a final else; and the ifs that are
@@ -49,11 +44,7 @@ func run(pass *analysis.Pass) (any, error) {
 			}
 			return true
 		})
-		for _, d := range f.Decls {
-			fd, ok := d.(*ast.FuncDecl)
-			if !ok || fd.Body == nil {
-				continue
-			}
+		for fd := range flow.FuncDecls(f) {
 			fl.Walk(fd.Body, flow.Visitor{
 				Switch: func(sw *ast.SwitchStmt, written flow.Written) {
 					checkSwitch(pass, fl, sw, next[sw], written)
@@ -66,7 +57,6 @@ func run(pass *analysis.Pass) (any, error) {
 			})
 		}
 	}
-	return nil, nil
 }
 
 func checkSwitch(pass *analysis.Pass, fl *flow.Result, sw *ast.SwitchStmt, after ast.Stmt, written flow.Written) {

@@ -13,27 +13,19 @@ import (
 )
 
 // Analyzer reports stale write-backs.
-var Analyzer = &analysis.Analyzer{
-	Name:     "stalewriteback",
-	Doc:      "report finalizer removals merged from a cached copy without optimistic locking, and statuses copied from before a conflict retry",
-	URL:      "https://github.com/racesafe/racesafe/blob/main/docs/vet.md#stalewriteback",
-	Requires: []*analysis.Analyzer{flow.Analyzer},
-	Run:      run,
-}
+var Analyzer = flow.NewChecker("stalewriteback",
+	"report finalizer removals merged from a cached copy without optimistic locking, and statuses copied from before a conflict retry",
+	run)
 
-func run(pass *analysis.Pass) (any, error) {
-	fl := pass.ResultOf[flow.Analyzer].(*flow.Result)
+func run(pass *analysis.Pass, fl *flow.Result) {
 	for _, f := range pass.Files {
-		for _, d := range f.Decls {
-			if fd, ok := d.(*ast.FuncDecl); ok && fd.Body != nil {
-				finalizers(pass, fl, fd.Body)
-			}
+		for fd := range flow.FuncDecls(f) {
+			finalizers(pass, fl, fd.Body)
 		}
 		for _, lit := range fl.RetryBodies(f) {
 			statusCopies(pass, fl, lit)
 		}
 	}
-	return nil, nil
 }
 
 // finalizers follows each variable from a cached Get: a RemoveFinalizer on

@@ -21,7 +21,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	v1 "github.com/racesafe/racesafe/examples/workitem/api/v1alpha1"
 	"github.com/racesafe/racesafe/internal/testenv"
@@ -97,21 +96,7 @@ func runAs(t *testing.T, adminCfg *rest.Config, admin client.Client, sa *corev1.
 	if err != nil {
 		t.Fatal(err)
 	}
-	mctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(mctx) }()
-	stopped := false
-	stop := func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	}
-	defer stop()
+	stop := testenv.Run(ctx, t, mgr)
 
 	// The probes the Deployment names answer on the probe address.
 	for _, path := range []string{"/" + livenessCheck, "/" + readinessCheck} {
@@ -231,29 +216,13 @@ func freeAddr(t *testing.T) string {
 	return net.JoinHostPort(addr.IP.String(), strconv.Itoa(addr.Port))
 }
 
-// startControlPlane starts envtest with the WorkItem CRD and the
-// OwnerReferencesPermissionEnforcement admission plugin, skipping (or
-// failing under CI=true) without the binaries, as testenv.Start does.
+// startControlPlane starts envtest (testenv.Start: skipped, or failed
+// under CI=true, without the binaries) with the WorkItem CRD and the
+// OwnerReferencesPermissionEnforcement admission plugin.
 func startControlPlane(t *testing.T) *rest.Config {
 	t.Helper()
-	dir, err := testenv.AssetsDir()
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("integration test needs a control plane under CI=true: %v", err)
-		}
-		t.Skipf("skipping integration test: %v", err)
-	}
-	env := testenv.NewEnvironment(dir, testenv.Options{CRDDirectoryPaths: []string{filepath.Join(configDir, "crd")}})
-	env.ControlPlane.APIServer = &envtest.APIServer{}
-	env.ControlPlane.APIServer.Configure().Append("enable-admission-plugins", "OwnerReferencesPermissionEnforcement")
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatalf("start envtest from %s: %v", dir, err)
-	}
-	t.Cleanup(func() {
-		if err := env.Stop(); err != nil {
-			t.Errorf("stop envtest: %v", err)
-		}
-	})
-	return cfg
+	return testenv.Start(t, testenv.Options{
+		CRDDirectoryPaths: []string{filepath.Join(configDir, "crd")},
+		AdmissionPlugins:  []string{"OwnerReferencesPermissionEnforcement"},
+	}).Config
 }
