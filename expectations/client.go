@@ -151,15 +151,7 @@ func NewClient(c client.Client, opts ClientOptions) (*Client, error) {
 	if objcopy.IsNil(c) {
 		return nil, fmt.Errorf("NewClient of a nil client: %w", ErrClientOptions)
 	}
-	if opts.Name == "" {
-		opts.Name = "default"
-	}
-	if opts.TTL <= 0 {
-		opts.TTL = DefaultTTL
-	}
-	if opts.Clock == nil {
-		opts.Clock = clock.RealClock{}
-	}
+	opts.Name, opts.TTL, opts.Clock = withDefaults(opts.Name, opts.TTL, opts.Clock)
 	shared := opts.Tracker != nil
 	if !shared {
 		opts.Tracker = New(Options{Name: opts.Name, Scheme: c.Scheme(), TTL: opts.TTL, Clock: opts.Clock})

@@ -167,15 +167,7 @@ func NewOwnerTracker(opts OwnerOptions) (*OwnerTracker, error) {
 	if opts.Cache == nil || objcopy.IsNil(opts.Cache) {
 		return nil, fmt.Errorf("OwnerOptions.Cache is nil: %w", ErrOwnerOptions)
 	}
-	if opts.Name == "" {
-		opts.Name = "default"
-	}
-	if opts.TTL <= 0 {
-		opts.TTL = DefaultTTL
-	}
-	if opts.Clock == nil {
-		opts.Clock = clock.RealClock{}
-	}
+	opts.Name, opts.TTL, opts.Clock = withDefaults(opts.Name, opts.TTL, opts.Clock)
 	if opts.Scheme == nil {
 		opts.Scheme = scheme.Scheme
 	}

@@ -167,15 +167,7 @@ func (e expectation) pending() bool { return e.caught == 0 }
 // by the calls that meet them and by an occasional sweep inside ExpectWrite
 // and ExpectDeletion.
 func New(opts Options) *Tracker {
-	if opts.Name == "" {
-		opts.Name = "default"
-	}
-	if opts.TTL <= 0 {
-		opts.TTL = DefaultTTL
-	}
-	if opts.Clock == nil {
-		opts.Clock = clock.RealClock{}
-	}
+	opts.Name, opts.TTL, opts.Clock = withDefaults(opts.Name, opts.TTL, opts.Clock)
 	if opts.Scheme == nil {
 		opts.Scheme = clientgoscheme.Scheme
 	}
@@ -194,6 +186,22 @@ func New(opts Options) *Tracker {
 	t.ticker = newTicker(opts.Clock)
 	t.nextSweep.Store(addSaturated(0, t.ttl))
 	return t
+}
+
+// withDefaults gives the Name, TTL and Clock every options struct of this
+// package documents for their zero values: "default", DefaultTTL and the
+// real clock.
+func withDefaults(name string, ttl time.Duration, clk clock.PassiveClock) (string, time.Duration, clock.PassiveClock) {
+	if name == "" {
+		name = "default"
+	}
+	if ttl <= 0 {
+		ttl = DefaultTTL
+	}
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	return name, ttl, clk
 }
 
 // String returns the tracker's name, as used in its metrics.
@@ -525,31 +533,31 @@ func (t *Tracker) CheckAbsent(key client.ObjectKey, obj client.Object) error {
 // meant for event filters, which must not change state: the reconcile that
 // follows calls Check.
 func (t *Tracker) Satisfied(obj client.Object) bool {
-	key, f, err := t.keyOf(obj)
-	if err != nil {
-		return false
-	}
-	h := hashKey(t.seed, key)
-	s := t.shardFor(h)
-	s.mu.RLock()
-	e, found := s.m.get(h, key)
-	s.mu.RUnlock()
-	return found && e.caught&f == 0 && e.satisfiedBy(obj.GetUID(), obj.GetResourceVersion())
+	e, found := t.awaited(obj)
+	return found && e.satisfiedBy(obj.GetUID(), obj.GetResourceVersion())
 }
 
 // awaits reports whether an expectation is recorded for obj's object that
 // obj's form has not caught up with.
 func (t *Tracker) awaits(obj client.Object) bool {
+	_, found := t.awaited(obj)
+	return found
+}
+
+// awaited returns the expectation recorded for obj's object, when obj's form
+// has not caught up with it; found is false otherwise, and for an object
+// that cannot be keyed.
+func (t *Tracker) awaited(obj client.Object) (e expectation, found bool) {
 	key, f, err := t.keyOf(obj)
 	if err != nil {
-		return false
+		return expectation{}, false
 	}
 	h := hashKey(t.seed, key)
 	s := t.shardFor(h)
 	s.mu.RLock()
-	e, found := s.m.get(h, key)
+	e, found = s.m.get(h, key)
 	s.mu.RUnlock()
-	return found && e.caught&f == 0
+	return e, found && e.caught&f == 0
 }
 
 // Forget drops the expectation for obj's kind, namespace and name, if any,

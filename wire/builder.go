@@ -10,7 +10,6 @@ import (
 	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -378,24 +377,9 @@ func listFor(obj client.Object, scheme *runtime.Scheme) (client.ObjectList, erro
 	if err != nil {
 		return nil, fmt.Errorf("the kind of the For object: %w", err)
 	}
-	listGVK := gvk.GroupVersion().WithKind(gvk.Kind + "List")
-	switch obj.(type) {
-	case *unstructured.Unstructured:
-		l := &unstructured.UnstructuredList{}
-		l.SetGroupVersionKind(listGVK)
-		return l, nil
-	case *metav1.PartialObjectMetadata:
-		l := &metav1.PartialObjectMetadataList{}
-		l.SetGroupVersionKind(listGVK)
-		return l, nil
-	}
-	o, err := scheme.New(listGVK)
+	l, err := objcopy.EmptyList(obj, gvk, scheme)
 	if err != nil {
 		return nil, fmt.Errorf("the list kind of the For object: %w", err)
-	}
-	l, ok := o.(client.ObjectList)
-	if !ok {
-		return nil, fmt.Errorf("%T is not a list", o)
 	}
 	return l, nil
 }
