@@ -61,7 +61,7 @@ func (t *Tracker) Prime(ctx context.Context, live, cached client.Reader, list cl
 		return PrimeResult{}, fmt.Errorf("prime from %T: %w", list, ErrNilObject)
 	}
 	return primeGap(ctx, live, cached, list, opts, primeActions{
-		check:  func(o client.Object) error { _, _, err := t.keyOf(o); return err },
+		check:  func(o client.Object) error { _, _, _, err := t.keyOf(o); return err },
 		behind: t.ExpectWrite,
 		gone:   t.ExpectDeletion,
 	})

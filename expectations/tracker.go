@@ -238,11 +238,10 @@ func (t *Tracker) ExpectDeletion(obj client.Object) error {
 }
 
 func (t *Tracker) expect(obj client.Object, deletion bool) error {
-	key, _, err := t.keyOf(obj)
+	key, _, rv, err := t.keyOf(obj)
 	if err != nil {
 		return err
 	}
-	rv := obj.GetResourceVersion()
 	if err := t.validRV(obj, key, rv); err != nil {
 		return err
 	}
@@ -321,11 +320,10 @@ func merge(prev, next expectation) expectation {
 // expectation) returns the same *StaleError value, allocating nothing; do not
 // modify it.
 func (t *Tracker) Check(obj client.Object) error {
-	key, f, err := t.keyOf(obj)
+	key, f, seen, err := t.keyOf(obj)
 	if err != nil {
 		return err
 	}
-	seen := obj.GetResourceVersion()
 	if err := t.validRV(obj, key, seen); err != nil {
 		return err
 	}
@@ -548,7 +546,7 @@ func (t *Tracker) awaits(obj client.Object) bool {
 // has not caught up with it; found is false otherwise, and for an object
 // that cannot be keyed.
 func (t *Tracker) awaited(obj client.Object) (e expectation, found bool) {
-	key, f, err := t.keyOf(obj)
+	key, f, _, err := t.keyOf(obj)
 	if err != nil {
 		return expectation{}, false
 	}
@@ -565,7 +563,7 @@ func (t *Tracker) awaited(obj client.Object) (e expectation, found bool) {
 // the controller stops caring about the object, e.g. after it removed its
 // own finalizer for good. Only obj's kind and key are looked at.
 func (t *Tracker) Forget(obj client.Object) error {
-	key, _, err := t.keyOf(obj)
+	key, _, _, err := t.keyOf(obj)
 	if err != nil {
 		return err
 	}
@@ -649,30 +647,48 @@ func (t *Tracker) shardFor(h keyHash) *shard {
 
 // keyOf returns obj's key and form, or ErrNilObject, ErrNoName or
 // ErrUnknownKind.
-func (t *Tracker) keyOf(obj client.Object) (objectKey, form, error) {
+func (t *Tracker) keyOf(obj client.Object) (objectKey, form, string, error) {
 	if obj == nil {
-		return objectKey{}, 0, ErrNilObject
+		return objectKey{}, 0, "", ErrNilObject
 	}
 	// A typed nil pointer is a non-nil interface whose accessor methods
 	// panic: GetName on (*corev1.ConfigMap)(nil) dereferences nil.
 	if nilPointer(obj) {
-		return objectKey{}, 0, fmt.Errorf("%T: %w", obj, ErrNilObject)
+		return objectKey{}, 0, "", fmt.Errorf("%T: %w", obj, ErrNilObject)
 	}
-	key := client.ObjectKey{Namespace: obj.GetNamespace(), Name: obj.GetName()}
+	var key client.ObjectKey
+	var rv string
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		key.Namespace, key.Name, rv = unstructuredMeta(u)
+	} else {
+		key.Namespace, key.Name, rv = obj.GetNamespace(), obj.GetName(), obj.GetResourceVersion()
+	}
 	if key.Name == "" {
-		return objectKey{}, 0, fmt.Errorf("%T in namespace %q: %w", obj, key.Namespace, ErrNoName)
+		return objectKey{}, 0, "", fmt.Errorf("%T in namespace %q: %w", obj, key.Namespace, ErrNoName)
 	}
 	// The usual answer first: the tracker's first typed kind, known by the
 	// Go type alone, before the type switch of formOf.
 	if first := t.first.Load(); first != nil && first.typ == reflect.TypeOf(obj) {
-		return objectKey{kind: first.id, ObjectKey: key}, formTyped, nil
+		return objectKey{kind: first.id, ObjectKey: key}, formTyped, rv, nil
 	}
 	f := formOf(obj)
 	k, err := t.kindOf(obj, f)
 	if err != nil {
-		return objectKey{}, 0, fmt.Errorf("%s: %w", key, err)
+		return objectKey{}, 0, "", fmt.Errorf("%s: %w", key, err)
 	}
-	return objectKey{kind: k.id, ObjectKey: key}, f, nil
+	return objectKey{kind: k.id, ObjectKey: key}, f, rv, nil
+}
+
+// unstructuredMeta returns u's namespace, name and resourceVersion as its
+// accessors do (a field that is absent or not a string reads ""), with one
+// lookup of metadata rather than one per field: each accessor walks
+// u.Object from the top.
+func unstructuredMeta(u *unstructured.Unstructured) (namespace, name, rv string) {
+	m, _ := u.Object["metadata"].(map[string]any)
+	namespace, _ = m["namespace"].(string)
+	name, _ = m["name"].(string)
+	rv, _ = m["resourceVersion"].(string)
+	return namespace, name, rv
 }
 
 // kindOf returns the kind of obj, which is not nil and of form f.
@@ -711,7 +727,9 @@ func (t *Tracker) namedKind(obj client.Object) (kind, error) {
 	case *metav1.PartialObjectMetadata:
 		apiVersion, kindName = o.APIVersion, o.Kind
 	case *unstructured.Unstructured:
-		apiVersion, kindName = o.GetAPIVersion(), o.GetKind()
+		// What GetAPIVersion and GetKind read, without their walk.
+		apiVersion, _ = o.Object["apiVersion"].(string)
+		kindName, _ = o.Object["kind"].(string)
 	default:
 		gvk := obj.GetObjectKind().GroupVersionKind()
 		apiVersion, kindName = gvk.GroupVersion().String(), gvk.Kind
