@@ -60,6 +60,9 @@ type ownEntry struct {
 	// caught is written under the session's lock and read without it.
 	caught atomic.Uint32
 	at     time.Time
+	// deadline is at plus the TTL on the Client's ticker: a Get after it
+	// serves the cache alone (Client.put sets it).
+	deadline ticks
 }
 
 // has reports whether form f's cache has caught up with e.

@@ -174,6 +174,9 @@ func newTicker(c clock.PassiveClock) ticker {
 	return ticker{clock: c, real: real, epoch: c.Now()}
 }
 
+// at returns t on the ticker.
+func (k ticker) at(t time.Time) ticks { return ticks(t.Sub(k.epoch)) }
+
 func (k ticker) now() ticks {
 	if k.real {
 		return ticks(time.Since(k.epoch))
