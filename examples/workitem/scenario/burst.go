@@ -64,20 +64,11 @@ type Report struct {
 	// BurstDeadline is how long after the first delete the run stopped
 	// waiting (Options.Timeout); LastGone when the last removal was seen.
 	BurstDeadline, LastGone time.Duration
-	// StuckWithFinalizer counts stuck items still holding the finalizer.
-	StuckWithFinalizer int
-	// DuplicateChildren counts children created beyond one per item over the
-	// whole run, counted on the server by a watch (children later deleted
-	// included).
-	DuplicateChildren int
-	// LeftChildren counts children on the server after the run whose item
-	// is gone: the envtest control plane has no garbage collector, so nobody
-	// else removes them.
-	LeftChildren int
-	// DuplicateUninstalls counts uninstalls reported done beyond one per item.
-	DuplicateUninstalls int
-	P50, P99, Max       time.Duration // delete request to object gone, over deleted items
-	Elapsed             time.Duration // from the first delete to the last item gone (or the deadline)
+	// Leftovers are what the run left: items holding the finalizer,
+	// children doubled or left behind, uninstalls run twice.
+	Leftovers
+	P50, P99, Max time.Duration // delete request to object gone, over deleted items
+	Elapsed       time.Duration // from the first delete to the last item gone (or the deadline)
 	// Requests are the controller's WorkItem API requests during the delete
 	// burst, by verb; ChildRequests its requests for children (ConfigMaps).
 	Requests      map[string]int
@@ -169,11 +160,6 @@ func Run(ctx context.Context, cfg *rest.Config, kind Kind, opts Options) (Report
 		return rep, err
 	}
 	defer c.close(ctx)
-	children, err := watchChildren(ctx, c.direct, c.ns)
-	if err != nil {
-		return rep, err
-	}
-	defer children.stop()
 
 	counted, counter := racetest.CountRequests(c.cfg)
 	trips := &roundTrips{}
@@ -219,41 +205,30 @@ func Run(ctx context.Context, cfg *rest.Config, kind Kind, opts Options) (Report
 	}
 
 	gone := map[string]time.Duration{}
-	deadline := time.NewTimer(opts.Timeout)
-	defer deadline.Stop()
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	restarted := false
-	last := t0
-loop:
-	for len(gone) < opts.Items {
-		select {
-		case r, ok := <-removed.gone:
-			if !ok {
-				return rep, removed.err
-			}
-			gone[r.name] = r.at.Sub(deletedAt[r.name])
-			last = r.at
-			rep.LastGone = r.at.Sub(t0)
-			if opts.RestartAfter > 0 && !restarted && len(gone) >= opts.RestartAfter {
-				restarted = true
-				if err := stop(); err != nil {
-					return rep, fmt.Errorf("stop manager: %w", err)
-				}
-				if stop, err = m.start(ctx, counted, name); err != nil {
-					return rep, fmt.Errorf("restart manager: %w", err)
-				}
-			}
-		case <-tick.C:
-			if opts.Progress != nil {
-				fmt.Fprintf(opts.Progress, "  %-11s %4d/%d gone after %s\n", kind, len(gone), opts.Items, time.Since(t0).Round(100*time.Millisecond))
-			}
-		case <-deadline.C:
-			last = time.Now()
-			break loop
-		case <-ctx.Done():
-			return rep, ctx.Err()
+	var progress func(int)
+	if opts.Progress != nil {
+		progress = func(n int) {
+			fmt.Fprintf(opts.Progress, "  %-11s %4d/%d gone after %s\n", kind, n, opts.Items, time.Since(t0).Round(100*time.Millisecond))
 		}
+	}
+	restarted := false
+	_, last, err := removed.await(ctx, opts.Items, t0, opts.Timeout, func(r removal, n int) error {
+		gone[r.name] = r.at.Sub(deletedAt[r.name])
+		rep.LastGone = r.at.Sub(t0)
+		if opts.RestartAfter > 0 && !restarted && n >= opts.RestartAfter {
+			restarted = true
+			if err := stop(); err != nil {
+				return fmt.Errorf("stop manager: %w", err)
+			}
+			var err error
+			if stop, err = m.start(ctx, counted, name); err != nil {
+				return fmt.Errorf("restart manager: %w", err)
+			}
+		}
+		return nil
+	}, progress)
+	if err != nil {
+		return rep, err
 	}
 	rep.Elapsed = last.Sub(t0)
 	rep.Requests = byVerb(counter, "workitems", "workitems/status")
@@ -285,22 +260,14 @@ loop:
 		return rep, fmt.Errorf("stop manager: %w", err)
 	}
 	stop = nil
-	left, err := c.leftovers(ctx, m.installer, before, children)
-	rep.StuckWithFinalizer, rep.DuplicateChildren, rep.LeftChildren, rep.DuplicateUninstalls =
-		left.StuckWithFinalizer, left.DuplicateChildren, left.LeftChildren, left.DuplicateUninstalls
+	rep.Leftovers, err = c.leftovers(ctx, m.installer, before)
 	return rep, err
 }
 
 func defaults(o Options) Options {
-	if o.Items <= 0 {
-		o.Items = 200
-	}
-	if o.Timeout <= 0 {
-		o.Timeout = 60 * time.Second
-	}
-	if o.MaxConcurrentReconciles <= 0 {
-		o.MaxConcurrentReconciles = 4
-	}
+	orDefault(&o.Items, 200)
+	orDefault(&o.Timeout, 60*time.Second)
+	orDefault(&o.MaxConcurrentReconciles, 4)
 	switch {
 	case o.CreateEvery == 0:
 		o.CreateEvery = 10 * time.Millisecond
@@ -313,9 +280,7 @@ func defaults(o Options) Options {
 	case o.InstallDuration < 0:
 		o.InstallDuration = 0
 	}
-	if o.SyncStatusCheckInterval <= 0 {
-		o.SyncStatusCheckInterval = settings.Default.SyncStatusCheckInterval
-	}
+	orDefault(&o.SyncStatusCheckInterval, settings.Default.SyncStatusCheckInterval)
 	return o
 }
 

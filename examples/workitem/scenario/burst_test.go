@@ -5,9 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
-	ctrl "sigs.k8s.io/controller-runtime"
-
 	"github.com/racesafe/racesafe/examples/workitem/scenario"
 	"github.com/racesafe/racesafe/internal/testenv"
 	"github.com/racesafe/racesafe/racetest"
@@ -15,8 +12,7 @@ import (
 
 // One control plane serves every case: each run makes its own namespace.
 func TestDeleteBurst(t *testing.T) {
-	ctrl.SetLogger(logr.Discard())
-	env := testenv.Start(t, testenv.Options{CRDDirectoryPaths: []string{"../config/crd"}})
+	env := testenv.Start(t, withCRD)
 
 	const items = 30
 	base := scenario.Options{Items: items, Lag: 200 * time.Millisecond, Timeout: 20 * time.Second}

@@ -61,12 +61,8 @@ func (c Capacity) MinimalFlowItems() float64 {
 // patches each one's status once (timed), deletes them (not timed) and
 // releases each one (timed).
 func Calibrate(ctx context.Context, cfg *rest.Config, o CalibrateOptions) (Capacity, error) {
-	if o.Writers <= 0 {
-		o.Writers = 4
-	}
-	if o.Items <= 0 {
-		o.Items = 1000
-	}
+	orDefault(&o.Writers, 4)
+	orDefault(&o.Items, 1000)
 	c := Capacity{Writers: o.Writers, Items: o.Items}
 	cl, err := newCluster(ctx, cfg, "calibrate")
 	if err != nil {

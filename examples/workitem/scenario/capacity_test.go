@@ -40,7 +40,7 @@ func TestCapacityFractionIsTheShareOfTheBurstAtCalibratedRates(t *testing.T) {
 // Calibrate writes every pre-created item once per pass, so both rates are
 // measured over Items writes, and its releases remove every item it made.
 func TestCalibrateTimesEveryWriteAndReleasesEveryItem(t *testing.T) {
-	env := testenv.Start(t, testenv.Options{CRDDirectoryPaths: []string{"../config/crd"}})
+	env := testenv.Start(t, withCRD)
 	c, err := scenario.Calibrate(t.Context(), env.Config, scenario.CalibrateOptions{Writers: 2, Items: 20})
 	if err != nil {
 		t.Fatalf("Calibrate: %v", err)

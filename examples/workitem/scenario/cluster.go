@@ -36,6 +36,9 @@ type cluster struct {
 	direct client.WithWatch
 	ns     string
 	run    int64 // unique in the process: names of namespaces, controllers and Leases
+	// children count every child created in the namespace, the last one
+	// open (see restartAPIServer).
+	children []*childWatch
 }
 
 // newCluster makes the run's namespace, named prefix-<time>-<run>; close
@@ -50,12 +53,40 @@ func newCluster(ctx context.Context, cfg *rest.Config, prefix string) (*cluster,
 	if err := c.direct.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: c.ns}}); err != nil {
 		return nil, fmt.Errorf("create namespace: %w", err)
 	}
+	w, err := watchChildren(ctx, c.direct, c.ns)
+	if err != nil {
+		return nil, err
+	}
+	c.children = []*childWatch{w}
 	return c, nil
 }
 
-// close removes the finalizers a stuck run leaves behind, so a namespace
-// never outlives the scenario holding objects. It runs whatever ctx says.
+// restartAPIServer restarts the API server with r. A watch cannot be
+// resumed across the restart, as the new server's watch cache starts at its
+// own first List: the children are counted by the open watch until just
+// before it, and by a new one (after a List) once the server serves again.
+// A child created and deleted again between the two is not seen.
+func (c *cluster) restartAPIServer(ctx context.Context, r *racetest.APIServerRestarter) (racetest.APIServerRestart, error) {
+	c.children[len(c.children)-1].stop()
+	out, err := r.Restart(ctx)
+	if err != nil {
+		return out, err
+	}
+	w, err := watchChildren(ctx, c.direct, c.ns)
+	if err != nil {
+		return out, err
+	}
+	c.children = append(c.children, w)
+	return out, nil
+}
+
+// close stops the children's watches and removes the finalizers a stuck
+// run leaves behind, so a namespace never outlives the scenario holding
+// objects. It runs whatever ctx says.
 func (c *cluster) close(ctx context.Context) {
+	for _, w := range c.children {
+		w.stop()
+	}
 	ctx = context.WithoutCancel(ctx)
 	var list v1.WorkItemList
 	if err := c.direct.List(ctx, &list, client.InNamespace(c.ns)); err != nil {
@@ -69,6 +100,14 @@ func (c *cluster) close(ctx context.Context) {
 			}
 		}
 		_ = c.direct.Delete(ctx, it)
+	}
+}
+
+// orDefault sets *v to def where it is not above zero: the zero value,
+// and a negative one, of an option take its default.
+func orDefault[T int | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
 	}
 }
 
@@ -253,6 +292,41 @@ func (c *cluster) watchRemovals(ctx context.Context) (*removals, []v1.WorkItem, 
 	return r, list.Items, nil
 }
 
+// await takes removals until n items are gone or timeout passes, telling
+// seen of each with the count so far, and tick, if set, of the count every
+// second. It returns how many were gone and when the last of them was seen
+// (from, if none was), or when the deadline passed.
+func (r *removals) await(ctx context.Context, n int, from time.Time, timeout time.Duration,
+	seen func(removal, int) error, tick func(int)) (int, time.Time, error) {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	ticker := time.NewTicker(time.Second)
+	defer ticker.Stop()
+	gone, last := 0, from
+	for gone < n {
+		select {
+		case rm, ok := <-r.gone:
+			if !ok {
+				return gone, last, r.err
+			}
+			gone++
+			last = rm.at
+			if err := seen(rm, gone); err != nil {
+				return gone, last, err
+			}
+		case <-ticker.C:
+			if tick != nil {
+				tick(gone)
+			}
+		case <-deadline.C:
+			return gone, time.Now(), nil
+		case <-ctx.Done():
+			return gone, last, ctx.Err()
+		}
+	}
+	return gone, last, nil
+}
+
 // stop ends the watch and waits for it.
 func (r *removals) stop() {
 	r.cancel()
@@ -297,16 +371,26 @@ func (c *cluster) withFinalizer(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-// leftovers is what a run leaves, counted on the server once its
-// controller has stopped: items holding the finalizer, children created
-// beyond one per item (seen by any of watches), children whose item is
-// gone, and uninstalls reported done beyond one per item.
-type leftovers struct {
-	StuckWithFinalizer, DuplicateChildren, LeftChildren, DuplicateUninstalls int
+// Leftovers is what a run leaves behind, counted on the server once its
+// controller has stopped.
+type Leftovers struct {
+	// StuckWithFinalizer counts stuck items still holding the finalizer.
+	StuckWithFinalizer int
+	// DuplicateChildren counts children created beyond one per item over the
+	// whole run, counted on the server by a watch (children later deleted
+	// included).
+	DuplicateChildren int
+	// LeftChildren counts children on the server after the run whose item
+	// is gone: the envtest control plane has no garbage collector, so nobody
+	// else removes them.
+	LeftChildren int
+	// DuplicateUninstalls counts uninstalls reported done beyond one per
+	// item of items.
+	DuplicateUninstalls int
 }
 
-func (c *cluster) leftovers(ctx context.Context, installer *sim.Installer, items []v1.WorkItem, watches ...*childWatch) (leftovers, error) {
-	var out leftovers
+func (c *cluster) leftovers(ctx context.Context, installer *sim.Installer, items []v1.WorkItem) (Leftovers, error) {
+	var out Leftovers
 	var err error
 	if out.StuckWithFinalizer, err = c.withFinalizer(ctx); err != nil {
 		return out, err
@@ -316,11 +400,10 @@ func (c *cluster) leftovers(ctx context.Context, installer *sim.Installer, items
 			out.DuplicateUninstalls += u - 1
 		}
 	}
-	// The last watch is the one still open; the others were stopped.
-	if err := watches[len(watches)-1].sync(ctx); err != nil {
+	if err := c.children[len(c.children)-1].sync(ctx); err != nil {
 		return out, fmt.Errorf("count children: %w", err)
 	}
-	out.DuplicateChildren = mergedDuplicates(watches...)
+	out.DuplicateChildren = mergedDuplicates(c.children...)
 	if out.LeftChildren, err = c.leftChildren(ctx); err != nil {
 		return out, fmt.Errorf("count children left: %w", err)
 	}

@@ -63,12 +63,12 @@ type Replica struct {
 
 // FailoverReport is what one failover run measured.
 type FailoverReport struct {
-	Items, Deleted, Stuck, StuckWithFinalizer int
+	Items, Deleted, Stuck int
 	// GoneAtStop is how many items were gone when the leader was stopped.
 	GoneAtStop int
-	// DuplicateChildren, LeftChildren and DuplicateUninstalls as in Report,
-	// over both replicas: they share one Installer and one control plane.
-	DuplicateChildren, LeftChildren, DuplicateUninstalls int
+	// Leftovers as in Report, over both replicas: they share one Installer
+	// and one control plane.
+	Leftovers
 	// First led from the start and was stopped; Second took over.
 	First, Second Replica
 	Elapsed       time.Duration // first delete to last item gone (or the deadline)
@@ -115,11 +115,6 @@ func RunFailover(ctx context.Context, cfg *rest.Config, opts FailoverOptions) (F
 		return rep, err
 	}
 	defer c.close(ctx)
-	children, err := watchChildren(ctx, c.direct, c.ns)
-	if err != nil {
-		return rep, err
-	}
-	defer children.stop()
 
 	m := &managers{
 		cluster: c, kind: Racesafe, lag: racetest.LagOptions{Delay: opts.Lag, Jitter: opts.Jitter, WatchFaults: opts.WatchFaults},
@@ -169,33 +164,19 @@ func RunFailover(ctx context.Context, cfg *rest.Config, opts FailoverOptions) (F
 		err error
 	}
 	var failed chan failover
-	gone := 0
-	deadline := time.NewTimer(opts.Timeout)
-	defer deadline.Stop()
-	last := t0
-loop:
-	for gone < opts.Items {
-		select {
-		case r, ok := <-removed.gone:
-			if !ok {
-				return rep, removed.err
-			}
-			gone++
-			last = r.at
-			if failed == nil && gone >= opts.StopAfter {
-				rep.GoneAtStop = gone
-				failed = make(chan failover, 1)
-				go func() {
-					f, err := replicas.Failover(ctx, opts.Mode)
-					failed <- failover{f, err}
-				}()
-			}
-		case <-deadline.C:
-			last = time.Now()
-			break loop
-		case <-ctx.Done():
-			return rep, ctx.Err()
+	gone, last, err := removed.await(ctx, opts.Items, t0, opts.Timeout, func(_ removal, n int) error {
+		if failed == nil && n >= opts.StopAfter {
+			rep.GoneAtStop = n
+			failed = make(chan failover, 1)
+			go func() {
+				f, err := replicas.Failover(ctx, opts.Mode)
+				failed <- failover{f, err}
+			}()
 		}
+		return nil
+	}, nil)
+	if err != nil {
+		return rep, err
 	}
 	rep.Elapsed = last.Sub(t0)
 	rep.Deleted = gone
@@ -229,9 +210,7 @@ loop:
 	if !stopped.IsZero() {
 		rep.First.Stopped = stopped.Sub(t0)
 	}
-	left, err := c.leftovers(ctx, m.installer, before, children)
-	rep.StuckWithFinalizer, rep.DuplicateChildren, rep.LeftChildren, rep.DuplicateUninstalls =
-		left.StuckWithFinalizer, left.DuplicateChildren, left.LeftChildren, left.DuplicateUninstalls
+	rep.Leftovers, err = c.leftovers(ctx, m.installer, before)
 	return rep, err
 }
 
@@ -246,18 +225,12 @@ func releases(replicas *racetest.Replicas, name string) int {
 }
 
 func failoverDefaults(o FailoverOptions) FailoverOptions {
-	if o.Items <= 0 {
-		o.Items = 30
-	}
-	if o.Timeout <= 0 {
-		o.Timeout = 60 * time.Second
-	}
+	orDefault(&o.Items, 30)
+	orDefault(&o.Timeout, 60*time.Second)
 	if o.StopAfter <= 0 || o.StopAfter > o.Items {
 		o.StopAfter = max(o.Items/3, 1)
 	}
-	if o.MaxConcurrentReconciles <= 0 {
-		o.MaxConcurrentReconciles = 4
-	}
+	orDefault(&o.MaxConcurrentReconciles, 4)
 	if o.Mode == 0 {
 		o.Mode = racetest.Expire
 	}

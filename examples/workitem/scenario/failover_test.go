@@ -4,9 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
-	ctrl "sigs.k8s.io/controller-runtime"
-
 	"github.com/racesafe/racesafe/examples/workitem/scenario"
 	"github.com/racesafe/racesafe/internal/testenv"
 	"github.com/racesafe/racesafe/racetest"
@@ -18,8 +15,7 @@ import (
 // empty trackers and finishes: every item gone, each with exactly one
 // child, deleted before the item.
 func TestRacesafeSurvivesLeaderFailover(t *testing.T) {
-	ctrl.SetLogger(logr.Discard())
-	env := testenv.Start(t, testenv.Options{CRDDirectoryPaths: []string{"../config/crd"}})
+	env := testenv.Start(t, withCRD)
 	for _, tc := range []struct {
 		name string
 		mode racetest.FailoverMode

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -37,7 +36,7 @@ type RestartOptions struct {
 
 // RestartReport is what one API server restart run measured.
 type RestartReport struct {
-	Items, Deleted, Stuck, StuckWithFinalizer int
+	Items, Deleted, Stuck int
 	// GoneAtStop and GoneAtStart are how many items were gone when the API
 	// server was stopped and when it served again.
 	GoneAtStop, GoneAtStart int
@@ -51,9 +50,9 @@ type RestartReport struct {
 	// Reconciles and ReconcileErrors of the controller during the burst;
 	// Releases are its WorkItem object writes then.
 	Reconciles, ReconcileErrors, Releases int
-	// DuplicateChildren, LeftChildren and DuplicateUninstalls as in Report.
-	DuplicateChildren, LeftChildren, DuplicateUninstalls int
-	Elapsed                                              time.Duration // first delete to last item seen gone
+	// Leftovers as in Report.
+	Leftovers
+	Elapsed time.Duration // first delete to last item seen gone
 }
 
 // ErrNoRestart is returned when RestartOptions has no Restarter.
@@ -64,11 +63,8 @@ var ErrNoRestart = errors.New("no way to stop and start the API server")
 // and starts it again on the same etcd. The controller is left alone
 // throughout: whatever it does to recover, it does by itself.
 //
-// Children are counted by a watch stopped just before the API server is,
-// and a second one opened (after a List) once it serves again; a watch
-// cannot be resumed across the restart, as the new server's watch cache
-// starts at its own first List. A child created and deleted again between
-// the two is not seen.
+// Children are counted across the restart as cluster.restartAPIServer
+// says.
 func RunAPIServerRestart(ctx context.Context, cfg *rest.Config, opts RestartOptions) (RestartReport, error) {
 	opts = restartDefaults(opts)
 	rep := RestartReport{Items: opts.Items}
@@ -80,12 +76,6 @@ func RunAPIServerRestart(ctx context.Context, cfg *rest.Config, opts RestartOpti
 		return rep, err
 	}
 	defer c.close(ctx)
-	before, err := watchChildren(ctx, c.direct, c.ns)
-	if err != nil {
-		return rep, err
-	}
-	var stopBefore sync.Once
-	defer stopBefore.Do(before.stop)
 
 	counted, counter := racetest.CountRequests(c.cfg)
 	sopts := defaults(Options{Items: opts.Items, Lag: opts.Lag, MaxConcurrentReconciles: opts.MaxConcurrentReconciles})
@@ -141,8 +131,7 @@ func RunAPIServerRestart(ctx context.Context, cfg *rest.Config, opts RestartOpti
 		return rep, fmt.Errorf("%d of %d items gone before the restart: %w", lastGone, opts.StopAfter, err)
 	}
 	rep.GoneAtStop = lastGone
-	stopBefore.Do(before.stop)
-	restart, err := opts.Restarter.Restart(ctx)
+	restart, err := c.restartAPIServer(ctx, opts.Restarter)
 	rep.DownErr, rep.Downtime, rep.Killed = restart.DownErr, restart.Downtime, restart.Killed
 	if err != nil {
 		return rep, err
@@ -152,11 +141,6 @@ func RunAPIServerRestart(ctx context.Context, cfg *rest.Config, opts RestartOpti
 		return rep, fmt.Errorf("API server did not serve again: %w", err)
 	}
 	rep.GoneAtStart = lastGone
-	after, err := watchChildren(ctx, c.direct, c.ns)
-	if err != nil {
-		return rep, err
-	}
-	defer after.stop()
 
 	goneErr := awaitGone(opts.Items, opts.Timeout-time.Since(t0))
 	rep.Elapsed = last.Sub(t0)
@@ -168,24 +152,16 @@ func RunAPIServerRestart(ctx context.Context, cfg *rest.Config, opts RestartOpti
 	if goneErr != nil && !wait.Interrupted(goneErr) {
 		return rep, goneErr
 	}
-	left, err := c.leftovers(ctx, m.installer, items.Items, before, after)
-	rep.StuckWithFinalizer, rep.DuplicateChildren, rep.LeftChildren, rep.DuplicateUninstalls =
-		left.StuckWithFinalizer, left.DuplicateChildren, left.LeftChildren, left.DuplicateUninstalls
+	rep.Leftovers, err = c.leftovers(ctx, m.installer, items.Items)
 	return rep, err
 }
 
 func restartDefaults(o RestartOptions) RestartOptions {
-	if o.Items <= 0 {
-		o.Items = 30
-	}
-	if o.Timeout <= 0 {
-		o.Timeout = 90 * time.Second
-	}
+	orDefault(&o.Items, 30)
+	orDefault(&o.Timeout, 90*time.Second)
 	if o.StopAfter < 0 || o.StopAfter > o.Items {
 		o.StopAfter = max(o.Items/3, 1)
 	}
-	if o.MaxConcurrentReconciles <= 0 {
-		o.MaxConcurrentReconciles = 4
-	}
+	orDefault(&o.MaxConcurrentReconciles, 4)
 	return o
 }

@@ -4,9 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
-	ctrl "sigs.k8s.io/controller-runtime"
-
 	"github.com/racesafe/racesafe/examples/workitem/scenario"
 	"github.com/racesafe/racesafe/internal/testenv"
 )
@@ -16,8 +13,7 @@ import (
 // every item gone, none holding its finalizer, each with exactly one child,
 // deleted before the item.
 func TestRacesafeSurvivesAPIServerRestart(t *testing.T) {
-	ctrl.SetLogger(logr.Discard())
-	env, restarter := testenv.StartRestartable(t, testenv.Options{CRDDirectoryPaths: []string{"../config/crd"}})
+	env, restarter := testenv.StartRestartable(t, withCRD)
 
 	const items = 30
 	rep, err := scenario.RunAPIServerRestart(t.Context(), env.Config, scenario.RestartOptions{

@@ -102,21 +102,11 @@ type SoakReport struct {
 }
 
 func soakDefaults(o SoakOptions) SoakOptions {
-	if o.Duration <= 0 {
-		o.Duration = 5 * time.Minute
-	}
-	if o.Drain <= 0 {
-		o.Drain = 3 * time.Minute
-	}
-	if o.WaveTimeout <= 0 {
-		o.WaveTimeout = 3 * time.Minute
-	}
-	if o.Wave <= 0 {
-		o.Wave = 20
-	}
-	if o.Lag <= 0 {
-		o.Lag = 100 * time.Millisecond
-	}
+	orDefault(&o.Duration, 5*time.Minute)
+	orDefault(&o.Drain, 3*time.Minute)
+	orDefault(&o.WaveTimeout, 3*time.Minute)
+	orDefault(&o.Wave, 20)
+	orDefault(&o.Lag, 100*time.Millisecond)
 	rate := func(r *float64, def float64) {
 		switch {
 		case *r == 0:
@@ -131,12 +121,8 @@ func soakDefaults(o SoakOptions) SoakOptions {
 	rate(&o.AppliedTimeout, 0.01)
 	rate(&o.WatchBreak, 0.002)
 	rate(&o.WatchGone, 0.5)
-	if o.RestartEvery <= 0 {
-		o.RestartEvery = time.Minute
-	}
-	if o.Concurrency <= 0 {
-		o.Concurrency = 4
-	}
+	orDefault(&o.RestartEvery, time.Minute)
+	orDefault(&o.Concurrency, 4)
 	return o
 }
 
@@ -169,16 +155,6 @@ func Soak(ctx context.Context, cfg *rest.Config, o SoakOptions) (SoakReport, err
 	}
 	defer c.close(ctx)
 	direct, ns := c.direct, c.ns
-	children, err := watchChildren(ctx, direct, ns)
-	if err != nil {
-		return rep, err
-	}
-	watches := []*childWatch{children}
-	defer func() {
-		for _, w := range watches {
-			w.stop()
-		}
-	}()
 
 	rep.GoroutinesBefore, rep.HeapBefore = runtime.NumGoroutine(), liveHeap()
 	m := &managers{
@@ -217,18 +193,10 @@ func Soak(ctx context.Context, cfg *rest.Config, o SoakOptions) (SoakReport, err
 		case <-failover.C:
 			failoverDue = true
 		case <-apiRestart:
-			// A watch cannot be resumed across the restart: count children
-			// with a new one after it.
-			watches[len(watches)-1].stop()
-			if _, err := o.Restarter.Restart(ctx); err != nil {
+			if _, err := c.restartAPIServer(ctx, o.Restarter); err != nil {
 				return rep, err
 			}
 			rep.APIServerRestarts++
-			w, err := watchChildren(ctx, direct, ns)
-			if err != nil {
-				return rep, err
-			}
-			watches = append(watches, w)
 		case <-ctx.Done():
 			return rep, ctx.Err()
 		default:
@@ -316,7 +284,7 @@ func Soak(ctx context.Context, cfg *rest.Config, o SoakOptions) (SoakReport, err
 	_ = replicas.Stop()
 	rep.Injected = faults.Injected()
 	rep.Watch = watchFaults.Counts()
-	counted, err := c.leftovers(ctx, m.installer, nil, watches...)
+	counted, err := c.leftovers(ctx, m.installer, nil)
 	rep.DuplicateChildren, rep.LeftChildren = counted.DuplicateChildren, counted.LeftChildren
 	if err != nil {
 		return rep, err

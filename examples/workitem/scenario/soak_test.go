@@ -5,9 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
-	ctrl "sigs.k8s.io/controller-runtime"
-
 	"github.com/racesafe/racesafe/examples/workitem/scenario"
 	"github.com/racesafe/racesafe/internal/testenv"
 	"github.com/racesafe/racesafe/racetest"
@@ -22,8 +19,7 @@ func TestSoakSurvivesEveryFault(t *testing.T) {
 	if testing.Short() {
 		t.Skip("soak: skipped with -short")
 	}
-	ctrl.SetLogger(logr.Discard())
-	env, restarter := testenv.StartRestartable(t, testenv.Options{CRDDirectoryPaths: []string{"../config/crd"}})
+	env, restarter := testenv.StartRestartable(t, withCRD)
 	var stuck strings.Builder
 	rep, err := scenario.Soak(t.Context(), env.Config, scenario.SoakOptions{
 		Duration:              40 * time.Second,
