@@ -66,9 +66,8 @@ func run(t *testing.T, env *testenv.Env, kind scenario.Kind, opts scenario.Optio
 	if err != nil {
 		t.Fatalf("%s: %v", kind, err)
 	}
-	t.Logf("%s: deleted %d/%d stuck %d p50 %s p99 %s requests %v child requests %v reconciles %d; children: %d duplicate, %d left; %d duplicate uninstalls",
-		kind, rep.Deleted, rep.Items, rep.Stuck, rep.P50, rep.P99, rep.Requests, rep.ChildRequests, rep.Reconciles,
-		rep.DuplicateChildren, rep.LeftChildren, rep.DuplicateUninstalls)
+	t.Logf("%s: deleted %d/%d stuck %d p50 %s p99 %s requests %v child requests %v reconciles %d; %v",
+		kind, rep.Deleted, rep.Items, rep.Stuck, rep.P50, rep.P99, rep.Requests, rep.ChildRequests, rep.Reconciles, rep.Leftovers)
 	return rep
 }
 
@@ -88,5 +87,13 @@ func TestReportRatesAreOverTheBurst(t *testing.T) {
 	var none scenario.Report
 	if none.WritesPerSecond() != 0 || none.WorkersBusy() != 0 || none.MeanRoundTrip() != 0 {
 		t.Errorf("empty report: WritesPerSecond %v, WorkersBusy %v, MeanRoundTrip %v; want 0", none.WritesPerSecond(), none.WorkersBusy(), none.MeanRoundTrip())
+	}
+}
+
+func TestLeftoversSaysWhatWasLeft(t *testing.T) {
+	l := scenario.Leftovers{StuckWithFinalizer: 1, DuplicateChildren: 2, LeftChildren: 3, DuplicateUninstalls: 4}
+	want := "1 with the finalizer; children 2 duplicate, 3 left; 4 duplicate uninstalls"
+	if got := l.String(); got != want {
+		t.Errorf("String() = %q, want %q", got, want)
 	}
 }

@@ -389,6 +389,12 @@ type Leftovers struct {
 	DuplicateUninstalls int
 }
 
+// String says what was left, for a log line.
+func (l Leftovers) String() string {
+	return fmt.Sprintf("%d with the finalizer; children %d duplicate, %d left; %d duplicate uninstalls",
+		l.StuckWithFinalizer, l.DuplicateChildren, l.LeftChildren, l.DuplicateUninstalls)
+}
+
 func (c *cluster) leftovers(ctx context.Context, installer *sim.Installer, items []v1.WorkItem) (Leftovers, error) {
 	var out Leftovers
 	var err error

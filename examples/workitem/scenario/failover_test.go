@@ -47,9 +47,8 @@ func failover(t *testing.T, env *testenv.Env, mode racetest.FailoverMode, warm b
 	if err != nil {
 		t.Fatalf("RunFailover: %v", err)
 	}
-	t.Logf("deleted %d/%d stuck %d (%d with finalizer), gone at stop %d, elapsed %s; children %d duplicate, %d left; %d duplicate uninstalls",
-		rep.Deleted, rep.Items, rep.Stuck, rep.StuckWithFinalizer, rep.GoneAtStop, rep.Elapsed,
-		rep.DuplicateChildren, rep.LeftChildren, rep.DuplicateUninstalls)
+	t.Logf("deleted %d/%d stuck %d, gone at stop %d, elapsed %s; %v",
+		rep.Deleted, rep.Items, rep.Stuck, rep.GoneAtStop, rep.Elapsed, rep.Leftovers)
 	for _, r := range []scenario.Replica{rep.First, rep.Second} {
 		t.Logf("%s: led %v (elected %s, stopped %s), %d reconciles, %d releases",
 			r.Name, r.Led, r.Elected, r.Stopped, r.Reconciles, r.Releases)
