@@ -46,8 +46,9 @@ bench-scale:
 	$(GO) tool -modfile=hack/tools/go.mod benchstat -col /impl -row .name,/pending,/owners,/op out/bench-scale.txt
 
 ## bench-e2e: API capacity calibration, then the delete burst through every controller on one control plane.
+## On the newest versions (hack/newest.mod): the naive+ryw peer needs controller-runtime v0.25.
 bench-e2e: envtest
-	KUBEBUILDER_ASSETS="$(ASSETS)" $(GO) run ./examples/workitem/bench $(ARGS)
+	KUBEBUILDER_ASSETS="$(ASSETS)" $(GO) run -modfile=hack/newest.mod ./examples/workitem/bench $(ARGS)
 
 ## soak: churn under every fault at once: lag jitter, client faults, ambiguous writes, broken watches, leader failovers, API server restarts (default 5 minutes).
 soak: envtest
