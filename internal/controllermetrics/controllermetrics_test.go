@@ -2,6 +2,8 @@ package controllermetrics_test
 
 import (
 	"slices"
+	"strconv"
+	"sync/atomic"
 	"testing"
 
 	dto "github.com/prometheus/client_model/go"
@@ -35,27 +37,49 @@ func labelNames(m *dto.Metric) []string {
 	return out
 }
 
+// The vectors are registered once per process, as a package's are: go test
+// -count=2 runs each test twice in one binary. Each run reads its own
+// series, by a controller name of its own.
+var (
+	testCounter = controllermetrics.Counter("racesafe_controllermetrics_test_total", "test counter", "verb")
+	testGauge   = controllermetrics.Gauge("racesafe_controllermetrics_test_gauge", "test gauge")
+	testHist    = controllermetrics.Histogram("racesafe_controllermetrics_test_seconds", "test histogram", controllermetrics.LagBuckets(), "kind")
+	twice       = controllermetrics.Counter("racesafe_controllermetrics_twice_total", "once")
+	runs        atomic.Int64
+)
+
+// metricOf returns the series of f whose controller label is controller.
+func metricOf(t *testing.T, f *dto.MetricFamily, controller string) *dto.Metric {
+	t.Helper()
+	for _, m := range f.GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "controller" && l.GetValue() == controller {
+				return m
+			}
+		}
+	}
+	t.Fatalf("%s has no series for controller %q", f.GetName(), controller)
+	return nil
+}
+
 func TestVectorsAreServedByTheManagersRegistryWithTheControllerLabel(t *testing.T) {
-	c := controllermetrics.Counter("racesafe_controllermetrics_test_total", "test counter", "verb")
-	c.WithLabelValues("a", "create").Add(2)
-	if got := metricstest.CounterValue(t, "racesafe_controllermetrics_test_total", map[string]string{"controller": "a", "verb": "create"}); got != 2 {
+	run := strconv.FormatInt(runs.Add(1), 10)
+	testCounter.WithLabelValues("a"+run, "create").Add(2)
+	if got := metricstest.CounterValue(t, "racesafe_controllermetrics_test_total", map[string]string{"controller": "a" + run, "verb": "create"}); got != 2 {
 		t.Errorf("counter = %v, want 2", got)
 	}
 
-	g := controllermetrics.Gauge("racesafe_controllermetrics_test_gauge", "test gauge")
-	g.WithLabelValues("b").Set(3)
-	f := family(t, "racesafe_controllermetrics_test_gauge")
-	if got := labelNames(f.GetMetric()[0]); !slices.Equal(got, []string{"controller"}) {
+	testGauge.WithLabelValues("b" + run).Set(3)
+	m := metricOf(t, family(t, "racesafe_controllermetrics_test_gauge"), "b"+run)
+	if got := labelNames(m); !slices.Equal(got, []string{"controller"}) {
 		t.Errorf("gauge labels = %v, want [controller]", got)
 	}
-	if got := f.GetMetric()[0].GetGauge().GetValue(); got != 3 {
+	if got := m.GetGauge().GetValue(); got != 3 {
 		t.Errorf("gauge = %v, want 3", got)
 	}
 
-	h := controllermetrics.Histogram("racesafe_controllermetrics_test_seconds", "test histogram", controllermetrics.LagBuckets(), "kind")
-	h.WithLabelValues("c", "Pod").Observe(0.002)
-	f = family(t, "racesafe_controllermetrics_test_seconds")
-	m := f.GetMetric()[0]
+	testHist.WithLabelValues("c"+run, "Pod").Observe(0.002)
+	m = metricOf(t, family(t, "racesafe_controllermetrics_test_seconds"), "c"+run)
 	if got := labelNames(m); !slices.Equal(got, []string{"controller", "kind"}) {
 		t.Errorf("histogram labels = %v, want [controller kind]", got)
 	}
@@ -65,7 +89,7 @@ func TestVectorsAreServedByTheManagersRegistryWithTheControllerLabel(t *testing.
 }
 
 func TestASecondRegistrationOfANamePanics(t *testing.T) {
-	controllermetrics.Counter("racesafe_controllermetrics_twice_total", "once")
+	_ = twice
 	defer func() {
 		if recover() == nil {
 			t.Error("a second Counter of the same name did not panic: two packages could count into different vectors under one name")
