@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
+	ctrl "sigs.k8s.io/controller-runtime"
+
 	"github.com/racesafe/racesafe/examples/workitem/scenario"
 	"github.com/racesafe/racesafe/internal/testenv"
 	"github.com/racesafe/racesafe/racetest"
@@ -29,7 +32,8 @@ func lockedJitter(seed uint64, upTo time.Duration) func() time.Duration {
 // per item and deletes it before releasing the item. Both are counted on
 // the server.
 func TestOwnedChildrenUnderLag(t *testing.T) {
-	env := testenv.Start(t, withCRD)
+	ctrl.SetLogger(logr.Discard())
+	env := testenv.Start(t, testenv.Options{CRDDirectoryPaths: []string{"../config/crd"}})
 
 	const items = 24
 	for _, lag := range []struct {
@@ -69,7 +73,8 @@ func TestOwnedChildrenUnderLag(t *testing.T) {
 // to Deleting carrying the DryRun condition, and the compare-and-swap
 // release of the finalizer.
 func TestRacesafeDeleteFlowIsTwoWritesPerItem(t *testing.T) {
-	env := testenv.Start(t, withCRD)
+	ctrl.SetLogger(logr.Discard())
+	env := testenv.Start(t, testenv.Options{CRDDirectoryPaths: []string{"../config/crd"}})
 
 	const items = 24
 	rep := run(t, env, scenario.Racesafe, scenario.Options{Items: items, Lag: 100 * time.Millisecond, Timeout: 20 * time.Second})
@@ -88,7 +93,8 @@ func TestRacesafeDeleteFlowIsTwoWritesPerItem(t *testing.T) {
 // without asking the installer again: the uninstall that finished runs
 // once, counted by the installer.
 func TestFailedReleaseDoesNotUninstallAgain(t *testing.T) {
-	env := testenv.Start(t, withCRD)
+	ctrl.SetLogger(logr.Discard())
+	env := testenv.Start(t, testenv.Options{CRDDirectoryPaths: []string{"../config/crd"}})
 	faults, err := racetest.NewFaults(racetest.FaultOptions{Seed: 7, ServerError: 0.5, Operations: []racetest.Operation{racetest.OpPatch}})
 	if err != nil {
 		t.Fatal(err)
@@ -113,7 +119,8 @@ func TestFailedReleaseDoesNotUninstallAgain(t *testing.T) {
 // the full port and the incident's code behind the drop-in port, create
 // exactly one child per item and delete it, counted on the server.
 func TestChildrenUnderCreateAndDeleteFaults(t *testing.T) {
-	env := testenv.Start(t, withCRD)
+	ctrl.SetLogger(logr.Discard())
+	env := testenv.Start(t, testenv.Options{CRDDirectoryPaths: []string{"../config/crd"}})
 	const items = 24
 	for _, c := range []scenario.Kind{scenario.Racesafe, scenario.NaiveClient} {
 		t.Run(string(c), func(t *testing.T) {

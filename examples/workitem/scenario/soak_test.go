@@ -5,8 +5,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
+	ctrl "sigs.k8s.io/controller-runtime"
+
 	"github.com/racesafe/racesafe/examples/workitem/scenario"
-	"github.com/racesafe/racesafe/internal/testenv"
 	"github.com/racesafe/racesafe/racetest"
 )
 
@@ -19,9 +21,10 @@ func TestSoakSurvivesEveryFault(t *testing.T) {
 	if testing.Short() {
 		t.Skip("soak: skipped with -short")
 	}
-	env, restarter := testenv.StartRestartable(t, withCRD)
+	ctrl.SetLogger(logr.Discard())
+	plane := startRestartable(t)
 	var stuck strings.Builder
-	rep, err := scenario.Soak(t.Context(), env.Config, scenario.SoakOptions{
+	rep, err := scenario.Soak(t.Context(), plane.cfg, scenario.SoakOptions{
 		Duration:              40 * time.Second,
 		Wave:                  10,
 		Seed:                  7,
@@ -29,7 +32,8 @@ func TestSoakSurvivesEveryFault(t *testing.T) {
 		WatchBreak:            0.01,
 		RestartEvery:          8 * time.Second,
 		APIServerRestartEvery: 25 * time.Second,
-		Restarter:             restarter,
+		StopAPIServer:         plane.stop,
+		StartAPIServer:        plane.start,
 		Describe:              &stuck,
 	})
 	if err != nil {
