@@ -68,7 +68,11 @@ func (cw *childWatch) open(ctx context.Context, rv string) (watch.Interface, err
 
 func (cw *childWatch) run(ctx context.Context, w watch.Interface, rv string) {
 	defer close(cw.done)
-	defer func() { w.Stop() }()
+	defer func() {
+		if w != nil { // nil when a reopen failed
+			w.Stop()
+		}
+	}()
 	for {
 		select {
 		case <-ctx.Done():
