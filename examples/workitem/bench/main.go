@@ -43,6 +43,7 @@ func main() {
 	timeout := flag.Duration("timeout", 30*time.Second, "burst deadline: how long after the first delete items count as stuck")
 	setupTimeout := flag.Duration("setup-timeout", 0, "limit for the create flow; 0: computed per cell from items and lag (scenario.SetupDeadline)")
 	calItems := flag.Int("calibrate-items", 1000, "items each capacity calibration pass writes; 0: no calibration")
+	rounds := flag.Int("rounds", 1, "runs of each cell; each round starts the cell at the next controller")
 	concurrency := flag.Int("concurrency", 4, "MaxConcurrentReconciles, the same for every controller")
 	uninstall := flag.Duration("uninstall", 0, "simulated uninstall time")
 	out := flag.String("out", "out", "folder for bench-e2e.csv and bench-e2e.md")
@@ -137,22 +138,29 @@ func main() {
 		}
 		writeCapacity(os.Stdout, capacity)
 	}
+	if *rounds < 1 {
+		fail(fmt.Errorf("--rounds %d: want at least 1", *rounds))
+	}
 	var reps []scenario.Report
-	for _, n := range splitInts(*items) {
-		for _, lag := range splitDurations(*lags) {
-			for _, k := range ks {
-				fmt.Fprintf(os.Stderr, "%s: %d items, lag %s\n", k, n, lag)
-				rep, err := scenario.Run(ctx, cfg, k, scenario.Options{
-					Items: n, Lag: lag, Timeout: *timeout, SetupTimeout: *setupTimeout, MaxConcurrentReconciles: *concurrency,
-					UninstallDuration: *uninstall, Progress: os.Stderr,
-				})
-				if err != nil {
-					// A controller that cannot finish a phase of the run is a
-					// finding, not a reason to drop the rest of the matrix.
-					fmt.Fprintf(os.Stderr, "%s: %d items, lag %s: %v\n", k, n, lag, err)
-					rep.Error = err.Error()
+	var runs []roundRun
+	for round := range *rounds {
+		for _, n := range splitInts(*items) {
+			for _, lag := range splitDurations(*lags) {
+				for _, k := range order(ks, round) {
+					fmt.Fprintf(os.Stderr, "round %d: %s: %d items, lag %s\n", round+1, k, n, lag)
+					rep, err := scenario.Run(ctx, cfg, k, scenario.Options{
+						Items: n, Lag: lag, Timeout: *timeout, SetupTimeout: *setupTimeout, MaxConcurrentReconciles: *concurrency,
+						UninstallDuration: *uninstall, Progress: os.Stderr,
+					})
+					if err != nil {
+						// A controller that cannot finish a phase of the run is a
+						// finding, not a reason to drop the rest of the matrix.
+						fmt.Fprintf(os.Stderr, "%s: %d items, lag %s: %v\n", k, n, lag, err)
+						rep.Error = err.Error()
+					}
+					reps = append(reps, rep)
+					runs = append(runs, roundRun{round: round, rep: rep})
 				}
-				reps = append(reps, rep)
 			}
 		}
 	}
@@ -172,12 +180,16 @@ func main() {
 	writeMarkdown(mw, reps, capacity)
 	fmt.Fprintln(mw)
 	writeGoals(mw, reps, capacity, 1000, 500*time.Millisecond)
+	if *rounds > 1 {
+		fmt.Fprintln(mw)
+		writeRounds(mw, runs, *rounds)
+	}
 	f, err := os.Create(filepath.Join(*out, "bench-e2e.csv"))
 	if err != nil {
 		fail(err)
 	}
 	defer f.Close()
-	if err := writeCSV(f, reps, capacity); err != nil {
+	if err := writeCSV(f, runs, capacity); err != nil {
 		fail(err)
 	}
 	fmt.Fprintf(os.Stderr, "wrote %s and %s\n", md.Name(), f.Name())
@@ -281,9 +293,9 @@ func writeGoals(w io.Writer, reps []scenario.Report, c scenario.Capacity, items 
 		rs.WritesPerSecond(), 100*c.Fraction(rs.StatusWrites, rs.ObjectWrites, rs.Elapsed), rs.Throughput(), c.MinimalFlowItems(), minWrites)
 }
 
-func writeCSV(w io.Writer, reps []scenario.Report, c scenario.Capacity) error {
+func writeCSV(w io.Writer, runs []roundRun, c scenario.Capacity) error {
 	cw := csv.NewWriter(w)
-	head := []string{"controller", "items", "lag_ms", "error", "setup_ms", "setup_deadline_ms", "burst_deadline_ms", "deleted", "stuck", "last_gone_ms",
+	head := []string{"round", "controller", "items", "lag_ms", "error", "setup_ms", "setup_deadline_ms", "burst_deadline_ms", "deleted", "stuck", "last_gone_ms",
 		"duplicate_children", "left_children", "duplicate_uninstalls", "p50_ms", "p99_ms", "max_ms", "items_per_s", "reconciles",
 		"status_writes", "object_writes", "writes_per_s", "capacity_fraction", "reads", "waited_reads", "wait_p50_ms", "wait_max_ms",
 		"round_trips", "round_trip_ms", "reconcile_ms", "workers_busy"}
@@ -294,8 +306,9 @@ func writeCSV(w io.Writer, reps []scenario.Report, c scenario.Capacity) error {
 		return err
 	}
 	msf := func(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
-	for _, r := range reps {
-		row := []string{string(r.Controller), strconv.Itoa(r.Items), msf(r.Lag), r.Error, msf(r.Setup), msf(r.SetupDeadline), msf(r.BurstDeadline),
+	for _, run := range runs {
+		r := run.rep
+		row := []string{strconv.Itoa(run.round + 1), string(r.Controller), strconv.Itoa(r.Items), msf(r.Lag), r.Error, msf(r.Setup), msf(r.SetupDeadline), msf(r.BurstDeadline),
 			strconv.Itoa(r.Deleted), strconv.Itoa(r.Stuck), msf(r.LastGone), strconv.Itoa(r.DuplicateChildren), strconv.Itoa(r.LeftChildren),
 			strconv.Itoa(r.DuplicateUninstalls), msf(r.P50), msf(r.P99), msf(r.Max),
 			strconv.FormatFloat(r.Throughput(), 'f', 2, 64), strconv.Itoa(r.Reconciles),

@@ -1,0 +1,158 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/racesafe/racesafe/examples/workitem/scenario"
+)
+
+// A cell's controllers run one after another on one control plane, and a
+// later run meets a server that has taken more writes (etcd grows, the
+// previous runs' namespaces are still being emptied): one run per cell in a
+// fixed order favours the controllers that come first. With several rounds,
+// each round starts the cell at the next controller, and the drop-in port is
+// compared with its peers round by round, run against run.
+
+// order is the cell's controllers in round r: ks rotated by r.
+func order(ks []scenario.Kind, r int) []scenario.Kind {
+	if len(ks) == 0 {
+		return nil
+	}
+	r %= len(ks)
+	return append(slices.Clone(ks[r:]), ks[:r]...)
+}
+
+// roundRun is one controller's burst in one round.
+type roundRun struct {
+	round int
+	rep   scenario.Report
+}
+
+// cellKey names a cell of the matrix.
+type cellKey struct {
+	items int
+	lag   time.Duration
+}
+
+// roundRatio is, for one cell, the drop-in port's items/s over a peer's in
+// each round, and their median.
+type roundRatio struct {
+	peer   scenario.Kind
+	ratios []float64 // one per round in which both finished
+}
+
+func (r roundRatio) median() float64 { return median(r.ratios) }
+
+// ratiosOf pairs the drop-in port's run with each peer's run of the same
+// round in one cell. A round in which either did not finish is left out.
+func ratiosOf(runs []roundRun, cell cellKey, of scenario.Kind, peers []scenario.Kind) []roundRatio {
+	byRound := map[int]map[scenario.Kind]scenario.Report{}
+	for _, r := range runs {
+		if r.rep.Items != cell.items || r.rep.Lag != cell.lag || r.rep.Error != "" {
+			continue
+		}
+		if byRound[r.round] == nil {
+			byRound[r.round] = map[scenario.Kind]scenario.Report{}
+		}
+		byRound[r.round][r.rep.Controller] = r.rep
+	}
+	rounds := make([]int, 0, len(byRound))
+	for n := range byRound {
+		rounds = append(rounds, n)
+	}
+	slices.Sort(rounds)
+	var out []roundRatio
+	for _, p := range peers {
+		rr := roundRatio{peer: p}
+		for _, n := range rounds {
+			mine, ok1 := byRound[n][of]
+			theirs, ok2 := byRound[n][p]
+			if ok1 && ok2 && theirs.Throughput() > 0 {
+				rr.ratios = append(rr.ratios, mine.Throughput()/theirs.Throughput())
+			}
+		}
+		out = append(out, rr)
+	}
+	return out
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// writeRounds prints, per cell, every controller's items/s in each round
+// with the median, then the drop-in port's ratio to the full port and to the
+// post-mortem's hand fix, round by round.
+func writeRounds(w io.Writer, runs []roundRun, rounds int) {
+	var cells []cellKey
+	var kinds []scenario.Kind
+	for _, r := range runs {
+		c := cellKey{r.rep.Items, r.rep.Lag}
+		if !slices.Contains(cells, c) {
+			cells = append(cells, c)
+		}
+		if !slices.Contains(kinds, r.rep.Controller) {
+			kinds = append(kinds, r.rep.Controller)
+		}
+	}
+	fmt.Fprintf(w, "items/s in each of %d rounds (each round starts the cell at the next controller), and the median:\n\n", rounds)
+	fmt.Fprint(w, "| controller | items | lag |")
+	for n := range rounds {
+		fmt.Fprintf(w, " round %d |", n+1)
+	}
+	fmt.Fprintln(w, " median |")
+	fmt.Fprintln(w, "|---|---:|---:|"+strings.Repeat("---:|", rounds+1))
+	for _, c := range cells {
+		for _, k := range kinds {
+			var xs []float64
+			cols := make([]string, rounds)
+			for i := range cols {
+				cols[i] = "-"
+			}
+			for _, r := range runs {
+				if r.rep.Controller != k || r.rep.Items != c.items || r.rep.Lag != c.lag || r.round >= rounds {
+					continue
+				}
+				if r.rep.Error != "" {
+					cols[r.round] = "failed"
+					continue
+				}
+				cols[r.round] = strconv.FormatFloat(r.rep.Throughput(), 'f', 1, 64)
+				xs = append(xs, r.rep.Throughput())
+			}
+			if len(xs) == 0 && !slices.Contains(cols, "failed") {
+				continue
+			}
+			fmt.Fprintf(w, "| %s | %d | %s | %s | %.1f |\n", k, c.items, c.lag, strings.Join(cols, " | "), median(xs))
+		}
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "%s against its peers, items/s over the peer's in the same round:\n\n", scenario.NaiveClient)
+	fmt.Fprintln(w, "| items | lag | peer | per round | median | lowest |")
+	fmt.Fprintln(w, "|---:|---:|---|---|---:|---:|")
+	for _, c := range cells {
+		for _, rr := range ratiosOf(runs, c, scenario.NaiveClient, []scenario.Kind{scenario.Racesafe, scenario.NaiveFix2}) {
+			if len(rr.ratios) == 0 {
+				continue
+			}
+			per := make([]string, len(rr.ratios))
+			for i, x := range rr.ratios {
+				per[i] = strconv.FormatFloat(x, 'f', 2, 64)
+			}
+			fmt.Fprintf(w, "| %d | %s | %s | %s | %.2fx | %.2fx |\n", c.items, c.lag, rr.peer, strings.Join(per, ", "), rr.median(), slices.Min(rr.ratios))
+		}
+	}
+}

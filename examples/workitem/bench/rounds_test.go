@@ -1,0 +1,97 @@
+package main
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/racesafe/racesafe/examples/workitem/scenario"
+)
+
+func TestOrderPutsEveryControllerFirstOnce(t *testing.T) {
+	ks := []scenario.Kind{scenario.NaiveFix2, scenario.Racesafe, scenario.NaiveClient}
+	firsts := map[scenario.Kind]int{}
+	for r := range len(ks) {
+		o := order(ks, r)
+		if len(o) != len(ks) {
+			t.Fatalf("round %d: %v, want the %d controllers", r, o, len(ks))
+		}
+		for _, k := range ks {
+			if !slices.Contains(o, k) {
+				t.Errorf("round %d: %v lacks %s", r, o, k)
+			}
+		}
+		firsts[o[0]]++
+	}
+	for _, k := range ks {
+		if firsts[k] != 1 {
+			t.Errorf("%s ran first in %d of %d rounds, want 1", k, firsts[k], len(ks))
+		}
+	}
+	if got := order(ks, len(ks)); !slices.Equal(got, ks) {
+		t.Errorf("round %d: %v, want the first round's order again", len(ks), got)
+	}
+	if order(nil, 3) != nil {
+		t.Error("order of no controllers is not empty")
+	}
+}
+
+// run makes a report of n items deleted in elapsed.
+func run(round int, k scenario.Kind, lag time.Duration, n int, elapsed time.Duration) roundRun {
+	return roundRun{round: round, rep: scenario.Report{Controller: k, Items: n, Lag: lag, Deleted: n, Elapsed: elapsed}}
+}
+
+func TestRatiosPairRunsOfTheSameRound(t *testing.T) {
+	runs := []roundRun{
+		run(0, scenario.NaiveFix2, 0, 100, time.Second),             // 100 items/s
+		run(0, scenario.NaiveClient, 0, 100, 2*time.Second),         // 50
+		run(1, scenario.NaiveClient, 0, 100, time.Second),           // 100
+		run(1, scenario.NaiveFix2, 0, 100, 2*time.Second),           // 50
+		run(2, scenario.NaiveClient, 0, 100, time.Second),           // 100
+		run(2, scenario.NaiveFix2, 0, 100, time.Second),             // 100
+		run(0, scenario.NaiveFix2, time.Second, 100, 4*time.Second), // another cell
+	}
+	failed := run(3, scenario.NaiveFix2, 0, 100, time.Second)
+	failed.rep.Error = "setup deadline"
+	runs = append(runs, failed, run(3, scenario.NaiveClient, 0, 100, time.Second))
+
+	rr := ratiosOf(runs, cellKey{100, 0}, scenario.NaiveClient, []scenario.Kind{scenario.NaiveFix2, scenario.Racesafe})
+	if len(rr) != 2 || rr[0].peer != scenario.NaiveFix2 || rr[1].peer != scenario.Racesafe {
+		t.Fatalf("ratios %+v, want one per peer in the order asked", rr)
+	}
+	if want := []float64{0.5, 2, 1}; !slices.Equal(rr[0].ratios, want) {
+		t.Errorf("against naive+fix2: %v, want %v (round by round, the failed round left out)", rr[0].ratios, want)
+	}
+	if rr[0].median() != 1 {
+		t.Errorf("median %v, want 1", rr[0].median())
+	}
+	if len(rr[1].ratios) != 0 {
+		t.Errorf("against racesafe, which never ran: %v", rr[1].ratios)
+	}
+
+	var b strings.Builder
+	writeRounds(&b, runs, 4)
+	out := b.String()
+	for _, want := range []string{
+		"| naive+fix2 | 100 | 0s | 100.0 | 50.0 | 100.0 | failed | 100.0 |",
+		"| naive+client | 100 | 0s | 50.0 | 100.0 | 100.0 | 100.0 | 100.0 |",
+		"| naive+fix2 | 100 | 1s | 25.0 | - | - | - | 25.0 |",
+		"| 100 | 0s | naive+fix2 | 0.50, 2.00, 1.00 | 1.00x | 0.50x |",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("rounds table lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestMedian(t *testing.T) {
+	for _, c := range []struct {
+		xs   []float64
+		want float64
+	}{{nil, 0}, {[]float64{3}, 3}, {[]float64{3, 1, 2}, 2}, {[]float64{4, 1, 3, 2}, 2.5}} {
+		if got := median(c.xs); got != c.want {
+			t.Errorf("median(%v) = %v, want %v", c.xs, got, c.want)
+		}
+	}
+}
