@@ -9,10 +9,9 @@ import (
 	"github.com/racesafe/racesafe/examples/workitem/scenario"
 )
 
-func TestOrderPutsEveryControllerFirstOnce(t *testing.T) {
-	ks := []scenario.Kind{scenario.NaiveFix2, scenario.Racesafe, scenario.NaiveClient}
-	firsts := map[scenario.Kind]int{}
-	for r := range len(ks) {
+func TestOrderRunsEachPairBothWaysOverTwoRounds(t *testing.T) {
+	ks := []scenario.Kind{scenario.NaiveFix2, scenario.NaiveRYW, scenario.Racesafe, scenario.NaiveClient}
+	for r := range 2 * len(ks) {
 		o := order(ks, r)
 		if len(o) != len(ks) {
 			t.Fatalf("round %d: %v, want the %d controllers", r, o, len(ks))
@@ -22,15 +21,26 @@ func TestOrderPutsEveryControllerFirstOnce(t *testing.T) {
 				t.Errorf("round %d: %v lacks %s", r, o, k)
 			}
 		}
-		firsts[o[0]]++
-	}
-	for _, k := range ks {
-		if firsts[k] != 1 {
-			t.Errorf("%s ran first in %d of %d rounds, want 1", k, firsts[k], len(ks))
+		if r%2 == 0 {
+			continue
+		}
+		// Rounds r-1 and r: every pair both ways.
+		prev := order(ks, r-1)
+		for i, a := range ks {
+			for _, b := range ks[i+1:] {
+				before := func(o []scenario.Kind) bool { return slices.Index(o, a) < slices.Index(o, b) }
+				if before(prev) == before(o) {
+					t.Errorf("rounds %d and %d (%v, %v): %s runs on the same side of %s in both", r-1, r, prev, o, a, b)
+				}
+			}
 		}
 	}
-	if got := order(ks, len(ks)); !slices.Equal(got, ks) {
-		t.Errorf("round %d: %v, want the first round's order again", len(ks), got)
+	firsts := map[scenario.Kind]bool{}
+	for r := 0; r < 2*len(ks); r += 2 {
+		firsts[order(ks, r)[0]] = true
+	}
+	if len(firsts) != len(ks) {
+		t.Errorf("even rounds start at %v, want every controller once", firsts)
 	}
 	if order(nil, 3) != nil {
 		t.Error("order of no controllers is not empty")
