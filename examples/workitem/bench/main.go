@@ -17,6 +17,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -43,6 +44,7 @@ func main() {
 	timeout := flag.Duration("timeout", 30*time.Second, "burst deadline: how long after the first delete items count as stuck")
 	setupTimeout := flag.Duration("setup-timeout", 0, "limit for the create flow; 0: computed per cell from items and lag (scenario.SetupDeadline)")
 	calItems := flag.Int("calibrate-items", 1000, "items each capacity calibration pass writes; 0: no calibration")
+	cpuProfile := flag.String("cpu-profile", "", "file for a pprof CPU profile of the whole run (the controllers and the harness, not the control plane)")
 	rounds := flag.Int("rounds", 1, "runs of each cell; each round starts the cell at the next controller")
 	concurrency := flag.Int("concurrency", 4, "MaxConcurrentReconciles, the same for every controller")
 	uninstall := flag.Duration("uninstall", 0, "simulated uninstall time")
@@ -74,6 +76,19 @@ func main() {
 	cfg := cfgEnv.Config
 
 	fmt.Printf("machine: %d cores, %s, GOMAXPROCS %d\n\n", runtime.NumCPU(), runtime.Version(), runtime.GOMAXPROCS(0))
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fail(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fail(err)
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			_ = f.Close()
+		}()
+	}
 	if *soak {
 		apiServer := cfgEnv.ControlPlane.GetAPIServer()
 		// An io.Writer holding a nil *os.File would not be nil: keep both.
