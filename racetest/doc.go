@@ -35,8 +35,9 @@
 //     Lease; [Replicas.Failover] stops the leader as a [Crash] (cut off the
 //     server, its lease left to expire), a clean [Handover] (lease released)
 //     or an [Expire] (clean stop, lease left to expire), and waits for the
-//     next one; [Replicas.Reap] replaces replicas that exited by themselves,
-//     and [Replicas.State] tells when each was elected and counts its
+//     next one; a replica whose manager returns by itself (its lease lost)
+//     is cut off the server at once, as its process would end, and
+//     [Replicas.Reap] replaces it; [Replicas.State] tells when each was elected and counts its
 //     requests.
 //   - [CountRequests] counts the requests a client sends by verb and resource
 //     ([Classify] names them), for "API calls per transition" in benchmarks.

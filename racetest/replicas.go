@@ -348,6 +348,15 @@ func (r *Replicas) start(ctx context.Context) (*replica, error) {
 	p.cancel = cancel
 	go func() {
 		p.err = mgr.Start(mctx)
+		if !p.stopped.Load() {
+			// A manager that returns by itself (its lease lost, say) ends
+			// its process: main returns the error and every goroutine
+			// dies with it. Here they would live on beside the next
+			// leader, reconciles that outlast a lost lease included, so
+			// the replica is cut off the API server as that process
+			// would be.
+			p.crashed.Store(true)
+		}
 		close(p.done)
 	}()
 	go func() {
@@ -499,7 +508,10 @@ func (r *Replicas) State(name string) (ReplicaState, bool) {
 // starts one in each one's place, as a Deployment would. It returns the
 // names of those it removed, in the order they were started. Their exit
 // is what Reap is for, not an error; an error is one of starting a
-// replacement.
+// replacement. A replica whose manager returned by itself was cut off the
+// API server at that moment, as its process would have ended: what its
+// goroutines still send (a reconcile that outlived the lost lease) fails
+// with ErrReplicaCrashed and never reaches the server.
 func (r *Replicas) Reap(ctx context.Context) ([]string, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

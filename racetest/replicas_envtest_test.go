@@ -318,6 +318,7 @@ func testFailoverExpire(t *testing.T, cfg *rest.Config) {
 func testReap(t *testing.T, cfg *rest.Config) {
 	ns := createNamespace(t, directClient(t, cfg))
 	fail := make(chan struct{})
+	var exiting client.Reader // reap-0's direct reader, through its own transport
 	replicas, err := racetest.StartReplicas(t.Context(), 2, racetest.ReplicaOptions{
 		Config:  cfg,
 		Manager: manager.Options{Cache: cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}}},
@@ -325,6 +326,7 @@ func testReap(t *testing.T, cfg *rest.Config) {
 			if name != "reap-0" {
 				return nil
 			}
+			exiting = mgr.GetAPIReader()
 			// A leader's runnable that fails ends its manager.
 			return mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 				select {
@@ -348,11 +350,20 @@ func testReap(t *testing.T, cfg *rest.Config) {
 	if reaped, err := replicas.Reap(t.Context()); err != nil || len(reaped) != 0 {
 		t.Fatalf("Reap with every replica running = %v, %v; want none", reaped, err)
 	}
+	nsKey := client.ObjectKey{Name: ns}
+	if err := exiting.Get(t.Context(), nsKey, &corev1.Namespace{}); err != nil {
+		t.Fatalf("a read of reap-0 while it runs: %v", err)
+	}
 	close(fail)
 	poll(t, "reap-0 exits", func() bool {
 		st, _ := replicas.State("reap-0")
 		return st.Exited
 	})
+	// Its process would have ended with its manager: what its goroutines
+	// still send does not reach the server.
+	if err := exiting.Get(t.Context(), nsKey, &corev1.Namespace{}); !errors.Is(err, racetest.ErrReplicaCrashed) {
+		t.Errorf("a read of reap-0 after its manager exited = %v, want ErrReplicaCrashed", err)
+	}
 	reaped, err := replicas.Reap(t.Context())
 	if err != nil || !slices.Equal(reaped, []string{"reap-0"}) {
 		t.Fatalf("Reap = %v, %v; want [reap-0]", reaped, err)
