@@ -71,21 +71,14 @@ var (
 )
 
 // ReplicaOptionsError says which argument of [StartReplicas] or
-// [Replicas.Failover], or which field of [ReplicaOptions], is invalid.
-// errors.Is(err, ErrInvalidFaultOptions) is true.
-type ReplicaOptionsError struct {
-	// Field names the field or argument.
-	Field string
-	// Value is the rejected value.
-	Value any
-	// Reason says what a valid value is.
-	Reason string
-}
+// [Replicas.Failover], or which field of [ReplicaOptions] (Field
+// "ReplicaOptions.Config" and so on), is invalid, with the fields of a
+// [FaultOptionsError]: a type of its own, so that errors.As tells which
+// options were refused. errors.Is(err, ErrInvalidFaultOptions) is true.
+type ReplicaOptionsError FaultOptionsError
 
 // Error implements error.
-func (e *ReplicaOptionsError) Error() string {
-	return fmt.Sprintf("%v: %s = %v: %s", ErrInvalidFaultOptions, e.Field, e.Value, e.Reason)
-}
+func (e *ReplicaOptionsError) Error() string { return (*FaultOptionsError)(e).message("") }
 
 // Is makes errors.Is(err, ErrInvalidFaultOptions) true.
 func (e *ReplicaOptionsError) Is(target error) bool { return target == ErrInvalidFaultOptions }

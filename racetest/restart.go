@@ -72,20 +72,14 @@ type APIServerRestartOptions struct {
 }
 
 // RestartOptionsError says which field of [APIServerRestartOptions] is
-// invalid. errors.Is(err, ErrInvalidFaultOptions) is true.
-type RestartOptionsError struct {
-	// Field names the field.
-	Field string
-	// Value is the rejected value.
-	Value any
-	// Reason says what a valid value is.
-	Reason string
-}
+// invalid (Field "APIServerRestartOptions.StopTimeout" and so on), with the
+// fields of a [FaultOptionsError]: a type of its own, so that errors.As
+// tells which options were refused. errors.Is(err, ErrInvalidFaultOptions)
+// is true.
+type RestartOptionsError FaultOptionsError
 
 // Error implements error.
-func (e *RestartOptionsError) Error() string {
-	return fmt.Sprintf("%v: %s = %v: %s", ErrInvalidFaultOptions, e.Field, e.Value, e.Reason)
-}
+func (e *RestartOptionsError) Error() string { return (*FaultOptionsError)(e).message("") }
 
 // Is makes errors.Is(err, ErrInvalidFaultOptions) true.
 func (e *RestartOptionsError) Is(target error) bool { return target == ErrInvalidFaultOptions }
