@@ -126,6 +126,14 @@ func TestClientAmbiguousWriteOfAnObjectGoneNeverGoesBackInTime(t *testing.T) {
 				if err := c.List(ctx, &list); err != nil || len(list.Items) != 0 {
 					t.Errorf("List after the ambiguous release = %d items, %v; want none", len(list.Items), err)
 				}
+
+				// Another item under the name, once the cache shows it, is
+				// served: the deletion kept is the released incarnation's.
+				next := configMap("item", "u2", "2000")
+				cache = fake.NewClientBuilder().WithObjects(next).Build()
+				if err := c.Get(ctx, key, got); err != nil || got.UID != "u2" {
+					t.Errorf("Get of the item created again under the name = %v, UID %q; want the new item, UID u2", err, got.UID)
+				}
 			})
 		}
 	}
