@@ -713,7 +713,7 @@ func (c *Client) AmbiguousWrites(gk schema.GroupKind, ns string) bool {
 func (c *Client) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
 	if err := c.inner.Create(ctx, obj, opts...); err != nil {
 		if !dryRun((&client.CreateOptions{}).ApplyOptions(opts).DryRun) {
-			c.ambiguous(ctx, "create", obj, err)
+			c.ambiguous(ctx, "create", obj, "", err)
 		}
 		return err
 	}
@@ -728,7 +728,7 @@ func (c *Client) Update(ctx context.Context, obj client.Object, opts ...client.U
 	sent := resourceVersionOf(obj)
 	if err := c.inner.Update(ctx, obj, opts...); err != nil {
 		if !dryRun((&client.UpdateOptions{}).ApplyOptions(opts).DryRun) {
-			c.ambiguous(ctx, "update", obj, err)
+			c.ambiguous(ctx, "update", obj, sent, err)
 		}
 		return err
 	}
@@ -750,7 +750,7 @@ func (c *Client) Patch(ctx context.Context, obj client.Object, patch client.Patc
 	}
 	if err := c.inner.Patch(ctx, obj, patch, opts...); err != nil {
 		if !dryRun((&client.PatchOptions{}).ApplyOptions(opts).DryRun) {
-			c.ambiguous(ctx, "patch", obj, err)
+			c.ambiguous(ctx, "patch", obj, sent, err)
 		}
 		return err
 	}
@@ -779,7 +779,7 @@ func (c *Client) Delete(ctx context.Context, obj client.Object, opts ...client.D
 	do := (&client.DeleteOptions{}).ApplyOptions(opts)
 	if err := c.inner.Delete(ctx, obj, opts...); err != nil {
 		if !dryRun(do.DryRun) && !apierrors.IsNotFound(err) {
-			c.ambiguous(ctx, "delete", obj, err)
+			c.ambiguous(ctx, "delete", obj, "", err)
 		}
 		return err
 	}
@@ -977,8 +977,9 @@ func isAmbiguous(err error) bool {
 // its kind's Lists in its namespace are refused, and a refused read tries
 // the read back again (at most once per readBackInterval) until it tells,
 // or the TTL. Without an APIReader, or for an object without a name that is
-// not a child of the Owners' kind, they are refused until the TTL.
-func (c *Client) ambiguous(ctx context.Context, verb string, obj client.Object, err error) {
+// not a child of the Owners' kind, they are refused until the TTL. sentRV
+// is the resourceVersion an Update or Patch was sent at, "" if none.
+func (c *Client) ambiguous(ctx context.Context, verb string, obj client.Object, sentRV string, err error) {
 	if !isAmbiguous(err) || objcopy.IsNil(obj) {
 		return
 	}
@@ -989,19 +990,51 @@ func (c *Client) ambiguous(ctx context.Context, verb string, obj client.Object, 
 	}
 	key := client.ObjectKeyFromObject(obj)
 	now := c.clock.Now()
+	sent := obj
 	if key.Name != "" {
-		c.put(sessionKey{gk: k.gk, ObjectKey: key}, &ownEntry{state: ownUnknown, uid: obj.GetUID(), rv: resourceVersionOf(obj), at: now}, now)
+		sk := sessionKey{gk: k.gk, ObjectKey: key}
+		sent = addressed(verb, obj, sentRV, c.s.get(sk))
+		c.put(sk, &ownEntry{state: ownUnknown, uid: obj.GetUID(), rv: resourceVersionOf(obj), at: now}, now)
 	}
 	c.s.barrier(k.gk, key.Namespace, now, "")
-	told, retry := c.readBack(ctx, verb, obj, k.gk)
+	told, retry := c.readBack(ctx, verb, sent, k.gk)
 	if !told && retry {
-		if keep, cerr := objcopy.DeepCopy(obj); cerr == nil {
+		if keep, cerr := objcopy.DeepCopy(sent); cerr == nil {
 			c.unresolved.add(unresolvedWrite{verb: verb, obj: keep, gk: k.gk, at: now})
 		}
 	}
 	c.metrics().pending.Set(float64(c.s.n.Load()))
 	log.FromContext(ctx).V(1).Info("write ended ambiguously", "controller", c.metrics().name, "verb", verb,
 		"kind", k.gk, "object", key, "readBack", map[bool]string{true: "told", false: "failed"}[told], "error", err.Error())
+}
+
+// addressed returns obj or, for an Update or Patch that did not carry them
+// (statusupdate's Patcher sends into an empty object, its precondition in
+// the body), a copy naming what the write addressed: the version sentRV it
+// was sent at and, when kept, this client's entry for the object, is at
+// that version, its UID. A read back that finds the object gone records
+// that incarnation's deletion at that version.
+func addressed(verb string, obj client.Object, sentRV string, kept *ownEntry) client.Object {
+	if verb != "update" && verb != "patch" {
+		return obj
+	}
+	uid, rv := obj.GetUID(), obj.GetResourceVersion()
+	if rv == "" {
+		rv = sentRV
+	}
+	if uid == "" && kept != nil && rv != "" && kept.rv == rv {
+		uid = kept.uid
+	}
+	if uid == obj.GetUID() && rv == obj.GetResourceVersion() {
+		return obj
+	}
+	cp, err := objcopy.DeepCopy(obj)
+	if err != nil {
+		return obj
+	}
+	cp.SetUID(uid)
+	cp.SetResourceVersion(rv)
+	return cp
 }
 
 // readBack reads an ambiguous write's object live and keeps what it tells:
@@ -1035,12 +1068,18 @@ func (c *Client) readBack(ctx context.Context, verb string, obj client.Object, g
 				_ = c.recordWrite(ctx, verb, live, "")
 			}
 		case apierrors.IsNotFound(gerr):
-			if verb == "delete" {
+			if verb != "create" {
+				// The object this write addressed is gone: deleted by it
+				// (a Delete, or an Update or Patch that released its
+				// last finalizer) or by another writer since. The cache
+				// may still show it, at the version the write was sent
+				// at or older: that copy is older than what this client
+				// read, so the deletion is kept, and Get answers
+				// NotFound until the cache has dropped it.
 				_ = c.recordDeletion(ctx, obj, ownGone)
 			} else if e := c.s.get(sk); e != nil && e.state == ownUnknown {
-				// A Create, Update or Patch of an object that is not
-				// there was not applied, or was deleted since: nothing
-				// to keep.
+				// A Create of an object that is not there was not
+				// applied, or was deleted since: nothing to keep.
 				c.s.drop(sk, e)
 			}
 		default:

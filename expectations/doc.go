@@ -235,7 +235,10 @@
 //     timeout, a 5xx or a broken connection is read back through
 //     ClientOptions.APIReader and kept as the server has it; a connection
 //     that was never made (refused, a failed dial) sent nothing and is not
-//     ambiguous. Where the read back fails too (the API server
+//     ambiguous. An Update, Patch or Delete whose object the read back finds
+//     gone (the write released its last finalizer, or another deleted it)
+//     is kept as a deletion, as a Delete's: Get answers NotFound until the
+//     cache drops the object, never the cache's copy from before the write. Where the read back fails too (the API server
 //     unreachable), the object's Get and its kind's Lists in its namespace
 //     are refused, and a refused read tries the read back again, at most
 //     once a second, until it tells. Without an APIReader, or for an object

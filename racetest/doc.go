@@ -32,8 +32,13 @@
 //     certificates: every watch breaks, requests fail while it is down, and
 //     the same rest.Config works after.
 //   - [StartReplicas] runs manager replicas with leader election on one
-//     Lease; [Replicas.Failover] stops the leader, as a [Crash] whose lease
-//     must expire or as a clean [Handover], and waits for the next one.
+//     Lease; [Replicas.Failover] stops the leader as a [Crash] (cut off the
+//     server, its lease left to expire), a clean [Handover] (lease released)
+//     or an [Expire] (clean stop, lease left to expire), and waits for the
+//     next one; a replica whose manager returns by itself (its lease lost)
+//     is cut off the server at once, as its process would end, and
+//     [Replicas.Reap] replaces it; [Replicas.State] tells when each was elected and counts its
+//     requests.
 //   - [CountRequests] counts the requests a client sends by verb and resource
 //     ([Classify] names them), for "API calls per transition" in benchmarks.
 //   - [Explore] finds where a controller breaks when its cache is behind,

@@ -64,6 +64,12 @@ func TestEnvtest(t *testing.T) {
 	t.Run("FailoverNeedsAStandby", func(t *testing.T) {
 		testFailoverNeedsAStandby(t, env.Config)
 	})
+	t.Run("FailoverExpireKeepsTheLease", func(t *testing.T) {
+		testFailoverExpire(t, env.Config)
+	})
+	t.Run("ReapReplacesAnExitedReplica", func(t *testing.T) {
+		testReap(t, env.Config)
+	})
 }
 
 // directClient writes straight to the server, as a controller's client does.

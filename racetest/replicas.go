@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -32,6 +33,11 @@ const (
 	// Handover stops the leader cleanly: its reconciles finish, then it
 	// releases its lease, and a standby takes it at its next retry.
 	Handover
+	// Expire stops the leader cleanly, as Handover does, its reconciles
+	// finishing, but does not release its lease, which the others wait out
+	// as after a Crash: a manager built without
+	// LeaderElectionReleaseOnCancel, controller-runtime's default, stops so.
+	Expire
 )
 
 // String implements fmt.Stringer.
@@ -41,6 +47,8 @@ func (m FailoverMode) String() string {
 		return "crash"
 	case Handover:
 		return "handover"
+	case Expire:
+		return "expire"
 	default:
 		return fmt.Sprintf("FailoverMode(%d)", int(m))
 	}
@@ -57,24 +65,20 @@ var (
 	ErrNoStandby = errors.New("no standby replica")
 	// ErrNoLeader is returned by Failover when no running replica leads.
 	ErrNoLeader = errors.New("no replica leads")
+	// ErrLeaseKept is the error of the lease release of a replica stopped
+	// with [Expire]: the release is not sent.
+	ErrLeaseKept = errors.New("replica stopped with its lease kept: release not sent")
 )
 
 // ReplicaOptionsError says which argument of [StartReplicas] or
-// [Replicas.Failover], or which field of [ReplicaOptions], is invalid.
-// errors.Is(err, ErrInvalidFaultOptions) is true.
-type ReplicaOptionsError struct {
-	// Field names the field or argument.
-	Field string
-	// Value is the rejected value.
-	Value any
-	// Reason says what a valid value is.
-	Reason string
-}
+// [Replicas.Failover], or which field of [ReplicaOptions] (Field
+// "ReplicaOptions.Config" and so on), is invalid, with the fields of a
+// [FaultOptionsError]: a type of its own, so that errors.As tells which
+// options were refused. errors.Is(err, ErrInvalidFaultOptions) is true.
+type ReplicaOptionsError FaultOptionsError
 
 // Error implements error.
-func (e *ReplicaOptionsError) Error() string {
-	return fmt.Sprintf("%v: %s = %v: %s", ErrInvalidFaultOptions, e.Field, e.Value, e.Reason)
-}
+func (e *ReplicaOptionsError) Error() string { return (*FaultOptionsError)(e).message("") }
 
 // Is makes errors.Is(err, ErrInvalidFaultOptions) true.
 func (e *ReplicaOptionsError) Is(target error) bool { return target == ErrInvalidFaultOptions }
@@ -117,6 +121,9 @@ type ReplicaOptions struct {
 // Failover is what one [Replicas.Failover] observed.
 type Failover struct {
 	Mode FailoverMode
+	// Stopped is when Old was stopped: the crash, or the start of its clean
+	// stop.
+	Stopped time.Time
 	// Old is the replica that led and was stopped, New the one elected
 	// after it.
 	Old, New string
@@ -125,8 +132,8 @@ type Failover struct {
 	// is about LeaseDuration; for Handover, Old's shutdown and a retry.
 	Gap time.Duration
 	// LeaseHolder is the Lease's holder as the API server had it once Old
-	// had stopped: Old for Crash, whose lease is left to expire; empty or
-	// New for Handover, whose lease was released.
+	// had stopped: Old for Crash and Expire, whose lease is left to expire;
+	// empty or New for Handover, whose lease was released.
 	LeaseHolder string
 	// Replacement is the standby started after New was elected, with
 	// ReplicaOptions.Replace; empty without.
@@ -137,13 +144,15 @@ type Failover struct {
 // which one leads and the others stand by; [Replicas.Failover] stops the
 // leader. Its methods are safe for concurrent use; they run one at a time.
 //
-// Every replica is built with LeaderElectionReleaseOnCancel set, so either
+// Every replica is built with LeaderElectionReleaseOnCancel set, so any
 // mode can stop any of them: ReleaseOnCancel is fixed when a manager is
 // built, and replicas built per mode could not crash the leader one time and
 // hand it over the next. A crash instead cuts the replica off the API server
 // before stopping it, so the release it attempts fails, as a dead process
 // releases nothing, and its last writes fail as well. Its events pass, so
-// that its event broadcaster can flush and end.
+// that its event broadcaster can flush and end. An Expire refuses only the
+// release ([ErrLeaseKept]): its other requests, lease renewals among them,
+// are sent until its manager has stopped.
 //
 // Each replica's Lease identity is its name, so the Lease's holderIdentity
 // names the leader. No leader election events are recorded.
@@ -156,6 +165,24 @@ type Replicas struct {
 	mu      sync.Mutex
 	next    int // index of the next replica's name
 	running []*replica
+	started []*replica // every replica, running or not, in the order started
+}
+
+// ReplicaState is what [Replicas] know of one replica, running or stopped.
+type ReplicaState struct {
+	Name string
+	// Elected is when it was elected; zero if it never led.
+	Elected time.Time
+	// Running is false once it was stopped, or found exited by [Replicas.Reap].
+	Running bool
+	// Exited is true when its manager returned before it was stopped: a
+	// leader that could not renew its lease, as when the API server was
+	// down longer than RenewDeadline, ends so.
+	Exited bool
+	// Requests counts every request it sent, from its start: its
+	// controllers', its cache's and its lease's. A crashed replica's
+	// requests that were not sent are not counted.
+	Requests *Counter
 }
 
 // StartReplicas starts n replicas, each a manager on its own context from
@@ -238,6 +265,9 @@ type replica struct {
 	mgr     manager.Manager
 	clients []*http.Client
 	crashed atomic.Bool
+	// keepLease refuses its lease release: set by an Expire.
+	keepLease atomic.Bool
+	requests  *Counter
 
 	cancel  context.CancelFunc
 	stopped atomic.Bool   // we cancelled it
@@ -255,7 +285,9 @@ func (r *Replicas) start(ctx context.Context) (*replica, error) {
 	r.next++
 	p := &replica{name: name, done: make(chan struct{}), watched: make(chan struct{}), elected: make(chan struct{})}
 
-	cfg := rest.CopyConfig(r.opts.Config)
+	// Counted inside the crash: a request not sent is not counted.
+	cfg, counter := CountRequests(r.opts.Config)
+	p.requests = counter
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &crashTransport{next: rt, crashed: &p.crashed} })
 	// As controller-runtime's: no single hung renew may cost the lease.
 	lockCfg := rest.AddUserAgent(rest.CopyConfig(cfg), "leader-election")
@@ -276,12 +308,12 @@ func (r *Replicas) start(ctx context.Context) (*replica, error) {
 	mopts.LeaderElectionNamespace = r.opts.LeaderElectionNamespace
 	mopts.LeaderElectionReleaseOnCancel = true
 	mopts.LeaderElectionConfig = nil
-	mopts.LeaderElectionResourceLockInterface = &resourcelock.LeaseLock{
+	mopts.LeaderElectionResourceLockInterface = &keepLeaseLock{Interface: &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Name: r.opts.LeaderElectionID, Namespace: r.opts.LeaderElectionNamespace},
 		Client:     coord,
 		LockConfig: resourcelock.ResourceLockConfig{Identity: name},
 		Labels:     mopts.LeaderElectionLabels,
-	}
+	}, keep: &p.keepLease}
 	mopts.LeaseDuration = ptr.To(r.opts.LeaseDuration)
 	mopts.RenewDeadline = ptr.To(r.opts.RenewDeadline)
 	mopts.RetryPeriod = ptr.To(r.opts.RetryPeriod)
@@ -309,6 +341,15 @@ func (r *Replicas) start(ctx context.Context) (*replica, error) {
 	p.cancel = cancel
 	go func() {
 		p.err = mgr.Start(mctx)
+		if !p.stopped.Load() {
+			// A manager that returns by itself (its lease lost, say) ends
+			// its process: main returns the error and every goroutine
+			// dies with it. Here they would live on beside the next
+			// leader, reconciles that outlast a lost lease included, so
+			// the replica is cut off the API server as that process
+			// would be.
+			p.crashed.Store(true)
+		}
 		close(p.done)
 	}()
 	go func() {
@@ -321,6 +362,7 @@ func (r *Replicas) start(ctx context.Context) (*replica, error) {
 		}
 	}()
 	r.running = append(r.running, p)
+	r.started = append(r.started, p)
 
 	// WaitForCacheSync returns when its context ends, not when the
 	// manager fails: end it then too.
@@ -342,6 +384,16 @@ func (r *Replicas) start(ctx context.Context) (*replica, error) {
 		}
 	}
 	return p, nil
+}
+
+// exited reports whether p's manager returned before p was stopped.
+func (p *replica) exited() bool {
+	select {
+	case <-p.done:
+		return !p.stopped.Load()
+	default:
+		return false
+	}
 }
 
 func (p *replica) leads() bool {
@@ -424,6 +476,59 @@ func (r *Replicas) Names() []string {
 	return names
 }
 
+// State returns what is known of the named replica, running or stopped,
+// and false for a name no replica had.
+func (r *Replicas) State(name string) (ReplicaState, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, p := range r.started {
+		if p.name != name {
+			continue
+		}
+		st := ReplicaState{Name: p.name, Running: slices.Contains(r.running, p), Exited: p.exited(), Requests: p.requests}
+		select {
+		case <-p.elected:
+			st.Elected = p.electedAt
+		default:
+		}
+		return st, true
+	}
+	return ReplicaState{}, false
+}
+
+// Reap removes the running replicas whose manager returned by itself, a
+// leader that lost its lease among them, and with ReplicaOptions.Replace
+// starts one in each one's place, as a Deployment would. It returns the
+// names of those it removed, in the order they were started. Their exit
+// is what Reap is for, not an error; an error is one of starting a
+// replacement. A replica whose manager returned by itself was cut off the
+// API server at that moment, as its process would have ended: what its
+// goroutines still send (a reconcile that outlived the lost lease) fails
+// with ErrReplicaCrashed and never reaches the server.
+func (r *Replicas) Reap(ctx context.Context) ([]string, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var reaped []string
+	for _, p := range slices.Clone(r.running) {
+		if !p.exited() {
+			continue
+		}
+		_ = p.stop() // that it exited is known; how is in its manager's log
+		r.remove(p)
+		reaped = append(reaped, p.name)
+		if r.opts.Replace {
+			if _, err := r.start(r.ctx); err != nil {
+				return reaped, fmt.Errorf("racetest: replace %s, which exited: %w", p.name, err)
+			}
+		}
+	}
+	return reaped, nil
+}
+
+func (r *Replicas) remove(old *replica) {
+	r.running = slices.DeleteFunc(r.running, func(p *replica) bool { return p == old })
+}
+
 // awaitElected polls until a running replica that ok accepts leads.
 func (r *Replicas) awaitElected(ctx context.Context, ok func(*replica) bool) (*replica, error) {
 	var elected *replica
@@ -447,8 +552,8 @@ func (r *Replicas) awaitElected(ctx context.Context, ok func(*replica) bool) (*r
 // An error of the stopped leader is returned with the Failover, once the
 // new leader is elected.
 func (r *Replicas) Failover(ctx context.Context, mode FailoverMode) (Failover, error) {
-	if mode != Crash && mode != Handover {
-		return Failover{}, &ReplicaOptionsError{Field: "mode", Value: mode, Reason: "Crash or Handover"}
+	if mode != Crash && mode != Handover && mode != Expire {
+		return Failover{}, &ReplicaOptionsError{Field: "mode", Value: mode, Reason: "Crash, Handover or Expire"}
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -459,19 +564,15 @@ func (r *Replicas) Failover(ctx context.Context, mode FailoverMode) (Failover, e
 	if len(r.running) < 2 {
 		return Failover{}, fmt.Errorf("%w to take over from %s", ErrNoStandby, old.name)
 	}
-	out := Failover{Mode: mode, Old: old.name}
-
-	stoppedAt := time.Now()
-	if mode == Crash {
+	out := Failover{Mode: mode, Old: old.name, Stopped: time.Now()}
+	switch mode {
+	case Crash:
 		old.crashed.Store(true)
+	case Expire:
+		old.keepLease.Store(true)
 	}
 	stopErr := old.stop()
-	for i, p := range r.running {
-		if p == old {
-			r.running = append(r.running[:i], r.running[i+1:]...)
-			break
-		}
-	}
+	r.remove(old)
 	lease, err := r.leases.Get(ctx, r.opts.LeaderElectionID, metav1.GetOptions{})
 	if err != nil {
 		return out, errors.Join(stopErr, fmt.Errorf("racetest: read the Lease after stopping %s: %w", old.name, err))
@@ -482,7 +583,7 @@ func (r *Replicas) Failover(ctx context.Context, mode FailoverMode) (Failover, e
 	if err != nil {
 		return out, errors.Join(stopErr, fmt.Errorf("racetest: after the %s of %s: %w", mode, old.name, err))
 	}
-	out.New, out.Gap = elected.name, elected.electedAt.Sub(stoppedAt)
+	out.New, out.Gap = elected.name, elected.electedAt.Sub(out.Stopped)
 	if r.opts.Replace {
 		p, err := r.start(r.ctx)
 		if err != nil {
@@ -512,6 +613,24 @@ func (r *Replicas) Stop() error {
 	}
 	r.running = nil
 	return errors.Join(errs...)
+}
+
+// keepLeaseLock refuses the release of the lease once keep is set: the
+// Update that client-go's leader elector sends on its way out, whose
+// record names no holder. Renewals pass, so that a leader stopping with
+// Expire keeps leading until its reconciles have finished, as one built
+// without ReleaseOnCancel does.
+type keepLeaseLock struct {
+	resourcelock.Interface
+	keep *atomic.Bool
+}
+
+// Update implements resourcelock.Interface.
+func (l *keepLeaseLock) Update(ctx context.Context, rec resourcelock.LeaderElectionRecord) error {
+	if l.keep.Load() && rec.HolderIdentity == "" {
+		return ErrLeaseKept
+	}
+	return l.Interface.Update(ctx, rec)
 }
 
 // crashTransport fails every request once crashed is set, events aside:

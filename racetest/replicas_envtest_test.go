@@ -213,3 +213,167 @@ func testFailoverNeedsAStandby(t *testing.T, cfg *rest.Config) {
 		t.Errorf("Leader() = %q after the refused failovers, want alone-0", got)
 	}
 }
+
+// testFailoverExpire stops a leader with Expire while one of its reconciles
+// runs: unlike a crash, the reconcile finishes and its write reaches the
+// server, counted among the old leader's requests; unlike a handover, the
+// lease is not released, and the standby waits it out.
+func testFailoverExpire(t *testing.T, cfg *rest.Config) {
+	direct := directClient(t, cfg)
+	ns := createNamespace(t, direct)
+	entered := make(chan string, 1)
+	opts := racetest.ReplicaOptions{
+		Config:  cfg,
+		Manager: manager.Options{Cache: cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}}},
+		Setup: func(mgr manager.Manager, name string) error {
+			c := mgr.GetClient()
+			return builder.ControllerManagedBy(mgr).Named(name).For(&corev1.ConfigMap{}).
+				Complete(reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+					if req.Name != "slow" {
+						return reconcile.Result{}, nil
+					}
+					entered <- name
+					// Until its manager stops: then it writes down whose
+					// reconcile finished, as a controller finishing its work.
+					<-ctx.Done()
+					var cm corev1.ConfigMap
+					ctx = context.WithoutCancel(ctx)
+					if err := c.Get(ctx, req.NamespacedName, &cm); err != nil {
+						return reconcile.Result{}, err
+					}
+					cm.Data = map[string]string{"finished-by": name}
+					return reconcile.Result{}, c.Update(ctx, &cm)
+				}))
+		},
+		LeaderElectionID:        "expire",
+		LeaderElectionNamespace: ns,
+	}
+	leaseDuration := 2 * time.Second // the default
+	replicas, err := racetest.StartReplicas(t.Context(), 2, opts)
+	if err != nil {
+		t.Fatalf("StartReplicas: %v", err)
+	}
+	defer func() {
+		if err := replicas.Stop(); err != nil {
+			t.Errorf("Stop: %v", err)
+		}
+	}()
+	slow := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "slow", Namespace: ns}}
+	if err := direct.Create(t.Context(), slow); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case name := <-entered:
+		if name != "expire-0" {
+			t.Fatalf("%s reconciled, want the leader expire-0", name)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the leader never reconciled")
+	}
+	old, _ := replicas.State("expire-0")
+	updates := old.Requests.Count("update", "configmaps")
+
+	f, err := replicas.Failover(t.Context(), racetest.Expire)
+	if err != nil {
+		t.Fatalf("Failover(Expire): %v", err)
+	}
+	t.Logf("expire: %+v", f)
+	if f.Old != "expire-0" || f.New != "expire-1" {
+		t.Fatalf("Failover(Expire) = %+v, want expire-0 replaced by expire-1", f)
+	}
+	if f.LeaseHolder != f.Old {
+		t.Errorf("after the stop the Lease was held by %q, want %q: its release must not be sent", f.LeaseHolder, f.Old)
+	}
+	if f.Gap < leaseDuration/2 {
+		t.Errorf("a leader that kept its lease replaced after %v, less than half its lease of %v", f.Gap, leaseDuration)
+	}
+	var got corev1.ConfigMap
+	if err := direct.Get(t.Context(), client.ObjectKeyFromObject(slow), &got); err != nil {
+		t.Fatal(err)
+	}
+	if by := got.Data["finished-by"]; by != f.Old {
+		t.Errorf("the reconcile in flight at the stop wrote %q, want its write as %s: an Expire lets it finish", by, f.Old)
+	}
+	if n := old.Requests.Count("update", "configmaps") - updates; n != 1 {
+		t.Errorf("State(%s).Requests counted %d ConfigMap updates during the stop, want its 1", f.Old, n)
+	}
+
+	// What the replicas know of each.
+	oldState, ok := replicas.State(f.Old)
+	if !ok || oldState.Running || oldState.Exited || oldState.Elected.IsZero() || !oldState.Elected.Before(f.Stopped) {
+		t.Errorf("State(%s) = %+v, %v; want stopped, not exited, elected before the stop at %v", f.Old, oldState, ok, f.Stopped)
+	}
+	newState, ok := replicas.State(f.New)
+	if !ok || !newState.Running || newState.Elected.Sub(f.Stopped) != f.Gap {
+		t.Errorf("State(%s) = %+v, %v; want running, elected %v after the stop", f.New, newState, ok, f.Gap)
+	}
+	if _, ok := replicas.State("expire-9"); ok {
+		t.Error("State of a replica never started: ok")
+	}
+}
+
+// testReap runs two replicas of which the leader's manager fails by
+// itself: Reap removes it and, with Replace, starts another; one of the
+// two running takes over.
+func testReap(t *testing.T, cfg *rest.Config) {
+	ns := createNamespace(t, directClient(t, cfg))
+	fail := make(chan struct{})
+	var exiting client.Reader // reap-0's direct reader, through its own transport
+	replicas, err := racetest.StartReplicas(t.Context(), 2, racetest.ReplicaOptions{
+		Config:  cfg,
+		Manager: manager.Options{Cache: cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}}},
+		Setup: func(mgr manager.Manager, name string) error {
+			if name != "reap-0" {
+				return nil
+			}
+			exiting = mgr.GetAPIReader()
+			// A leader's runnable that fails ends its manager.
+			return mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+				select {
+				case <-fail:
+					return errors.New("failed by the test")
+				case <-ctx.Done():
+					return nil
+				}
+			}))
+		},
+		LeaderElectionID: "reap", LeaderElectionNamespace: ns, Replace: true,
+	})
+	if err != nil {
+		t.Fatalf("StartReplicas: %v", err)
+	}
+	defer func() {
+		if err := replicas.Stop(); err != nil {
+			t.Errorf("Stop: %v", err)
+		}
+	}()
+	if reaped, err := replicas.Reap(t.Context()); err != nil || len(reaped) != 0 {
+		t.Fatalf("Reap with every replica running = %v, %v; want none", reaped, err)
+	}
+	nsKey := client.ObjectKey{Name: ns}
+	if err := exiting.Get(t.Context(), nsKey, &corev1.Namespace{}); err != nil {
+		t.Fatalf("a read of reap-0 while it runs: %v", err)
+	}
+	close(fail)
+	poll(t, "reap-0 exits", func() bool {
+		st, _ := replicas.State("reap-0")
+		return st.Exited
+	})
+	// Its process would have ended with its manager: what its goroutines
+	// still send does not reach the server.
+	if err := exiting.Get(t.Context(), nsKey, &corev1.Namespace{}); !errors.Is(err, racetest.ErrReplicaCrashed) {
+		t.Errorf("a read of reap-0 after its manager exited = %v, want ErrReplicaCrashed", err)
+	}
+	reaped, err := replicas.Reap(t.Context())
+	if err != nil || !slices.Equal(reaped, []string{"reap-0"}) {
+		t.Fatalf("Reap = %v, %v; want [reap-0]", reaped, err)
+	}
+	if got := replicas.Names(); !slices.Equal(got, []string{"reap-1", "reap-2"}) {
+		t.Errorf("Names() = %v after the reap, want the standby and a replacement", got)
+	}
+	// The standby and the replacement race for the released lease.
+	poll(t, "a running replica leads", func() bool { return replicas.Leader() != "" })
+	if st, _ := replicas.State("reap-0"); st.Running || !st.Exited {
+		t.Errorf("State(reap-0) = %+v, want exited and no longer running", st)
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -26,29 +25,8 @@ import (
 // while the server is down, and after it the cache catches up through the
 // same rest.Config, whose certificates the restarted server still has.
 func TestAPIServerRestart(t *testing.T) {
-	dir, err := testenv.AssetsDir()
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("integration test needs a control plane under CI=true: %v", err)
-		}
-		t.Skipf("skipping integration test: %v", err)
-	}
-	env := testenv.NewEnvironment(dir, testenv.Options{})
-	restarter, err := racetest.NewAPIServerRestarter(env, racetest.APIServerRestartOptions{CertDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatalf("start envtest from %s: %v", dir, err)
-	}
-	t.Cleanup(func() {
-		// The restarter's stop timeout applies here too: a process killed
-		// after it is as stopped as one that exited.
-		if err := env.Stop(); err != nil && !strings.Contains(err.Error(), "timeout waiting for process") {
-			t.Errorf("stop envtest: %v", err)
-		}
-	})
+	env, restarter := testenv.StartRestartable(t, testenv.Options{})
+	cfg := env.Config
 
 	direct := directClient(t, cfg)
 	ns := createNamespace(t, direct)

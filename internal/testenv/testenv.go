@@ -30,6 +30,8 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/racesafe/racesafe/racetest"
 )
 
 // ErrNoAssets means no folder holds both kube-apiserver and etcd.
@@ -130,6 +132,29 @@ type Env struct {
 // CRD it installed is served.
 func Start(tb testing.TB, opts Options) *Env {
 	tb.Helper()
+	env := NewEnvironment(assets(tb), opts)
+	return start(tb, env, env.Stop)
+}
+
+// StartRestartable starts a control plane as Start does, whose kube-apiserver
+// the returned restarter stops and starts again on the same etcd, with the
+// same address and certificates (racetest.NewAPIServerRestarter), kept in a
+// folder of tb's. It is stopped when tb ends through the restarter, to which a
+// process killed after its short stop timeout is stopped all the same.
+func StartRestartable(tb testing.TB, opts Options) (*Env, *racetest.APIServerRestarter) {
+	tb.Helper()
+	env := NewEnvironment(assets(tb), opts)
+	restarter, err := racetest.NewAPIServerRestarter(env, racetest.APIServerRestartOptions{CertDir: tb.TempDir()})
+	if err != nil {
+		tb.Fatalf("restartable envtest: %v", err)
+	}
+	return start(tb, env, restarter.Stop), restarter
+}
+
+// assets returns the folder of the binaries, or skips tb (fails it when
+// CI=true).
+func assets(tb testing.TB) string {
+	tb.Helper()
 	dir, err := AssetsDir()
 	if err != nil {
 		if os.Getenv("CI") == "true" {
@@ -137,13 +162,17 @@ func Start(tb testing.TB, opts Options) *Env {
 		}
 		tb.Skipf("skipping integration test: %v", err)
 	}
-	env := NewEnvironment(dir, opts)
+	return dir
+}
+
+func start(tb testing.TB, env *envtest.Environment, stop func() error) *Env {
+	tb.Helper()
 	cfg, err := env.Start()
 	if err != nil {
-		tb.Fatalf("start envtest from %s: %v", dir, err)
+		tb.Fatalf("start envtest from %s: %v", env.BinaryAssetsDirectory, err)
 	}
 	tb.Cleanup(func() {
-		if err := env.Stop(); err != nil {
+		if err := stop(); err != nil {
 			tb.Errorf("stop envtest: %v", err)
 		}
 	})

@@ -69,3 +69,33 @@ func TestNewEnvironmentEnablesAdmissionPlugins(t *testing.T) {
 		t.Errorf("without AdmissionPlugins the API server is configured: %q", env.ControlPlane.APIServer.Configure().AsStrings(nil))
 	}
 }
+
+// TestStartRestartableRestartsTheSameServer restarts the API server of a
+// restartable control plane: a request fails while it is down, and the
+// client built before the restart reads what was written before it, so the
+// server came back with the same certificates on the same etcd.
+func TestStartRestartableRestartsTheSameServer(t *testing.T) {
+	env, restarter := testenv.StartRestartable(t, testenv.Options{})
+	c, err := client.New(env.Config, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "before", Namespace: "default"}}
+	if err := c.Create(t.Context(), cm); err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	restart, err := restarter.Restart(t.Context())
+	if err != nil {
+		t.Fatalf("Restart: %v", err)
+	}
+	if restart.DownErr == nil {
+		t.Fatal("no request failed while the API server was down")
+	}
+	var got corev1.ConfigMap
+	if err := c.Get(t.Context(), client.ObjectKeyFromObject(cm), &got); err != nil {
+		t.Fatalf("get through the config of before the restart: %v", err)
+	}
+	if got.UID != cm.UID {
+		t.Fatalf("read back UID %s, want %s", got.UID, cm.UID)
+	}
+}

@@ -26,7 +26,6 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"go.uber.org/zap/zapcore"
@@ -65,15 +64,15 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	cfgEnv, err := startControlPlane(*soak)
+	plane, err := startControlPlane(*soak)
 	if err != nil {
 		fail(err)
 	}
 	// fail exits without running defers: stop the control plane first, so no
 	// kube-apiserver or etcd outlives the program.
-	stopPlane = func() { _ = cfgEnv.Stop() }
+	stopPlane = func() { _ = plane.stop() }
 	defer stopPlane()
-	cfg := cfgEnv.Config
+	cfg := plane.cfg
 
 	fmt.Printf("machine: %d cores, %s, GOMAXPROCS %d\n\n", runtime.NumCPU(), runtime.Version(), runtime.GOMAXPROCS(0))
 	if *cpuProfile != "" {
@@ -90,7 +89,6 @@ func main() {
 		}()
 	}
 	if *soak {
-		apiServer := cfgEnv.ControlPlane.GetAPIServer()
 		// An io.Writer holding a nil *os.File would not be nil: keep both.
 		var heap *os.File
 		var heapW io.Writer
@@ -104,21 +102,14 @@ func main() {
 			Duration:              *soakFor,
 			RestartEvery:          *restartEvery,
 			APIServerRestartEvery: *apiRestartEvery,
-			StopAPIServer: func() error {
-				// Killed after the short stop timeout: as good a fault.
-				if err := apiServer.Stop(); err != nil && !strings.Contains(err.Error(), "timeout waiting for process") {
-					return err
-				}
-				return nil
-			},
-			StartAPIServer: apiServer.Start,
-			Concurrency:    *concurrency,
-			Seed:           42,
-			Jitter:         scenario.SeededJitter(1, 100*time.Millisecond),
-			Progress:       os.Stderr,
-			Describe:       os.Stderr,
-			Goroutines:     dumpFile(*goroutines),
-			HeapProfile:    heapW,
+			Restarter:             plane.restarter,
+			Concurrency:           *concurrency,
+			Seed:                  42,
+			Jitter:                scenario.SeededJitter(1, 100*time.Millisecond),
+			Progress:              os.Stderr,
+			Describe:              os.Stderr,
+			Goroutines:            dumpFile(*goroutines),
+			HeapProfile:           heapW,
 		})
 		if heap != nil {
 			if cerr := heap.Close(); cerr != nil && err == nil {
@@ -356,16 +347,19 @@ func ms(d time.Duration) string {
 	return strconv.FormatInt(d.Milliseconds(), 10) + "ms"
 }
 
-type envtestEnv struct {
-	*envtest.Environment
-	Config *rest.Config
+// controlPlane is the embedded envtest control plane of a run.
+type controlPlane struct {
+	cfg *rest.Config
+	// restarter restarts its kube-apiserver; nil unless restartable.
+	restarter *racetest.APIServerRestarter
+	stop      func() error
 }
 
 // startControlPlane starts envtest; restartable keeps the API server's
 // certificates in a folder of its own, so a restarted kube-apiserver is
-// the same server to the clients (envtest makes new ones per start of a
-// folder it chose), and stops it after 1s.
-func startControlPlane(restartable bool) (*envtestEnv, error) {
+// the same server to the clients, and stops it after 1s
+// (racetest.NewAPIServerRestarter).
+func startControlPlane(restartable bool) (*controlPlane, error) {
 	assets, err := testenv.AssetsDir()
 	if err != nil {
 		return nil, err
@@ -375,21 +369,24 @@ func startControlPlane(restartable bool) (*envtestEnv, error) {
 		return nil, err
 	}
 	env := testenv.NewEnvironment(assets, testenv.Options{CRDs: []*apiextensionsv1.CustomResourceDefinition{crd}})
+	plane := &controlPlane{stop: env.Stop}
 	if restartable {
 		dir, err := os.MkdirTemp("", "racesafe-soak-certs-")
 		if err != nil {
 			return nil, err
 		}
-		env.ControlPlane.APIServer = &envtest.APIServer{CertDir: dir}
+		if plane.restarter, err = racetest.NewAPIServerRestarter(env, racetest.APIServerRestartOptions{CertDir: dir}); err != nil {
+			return nil, err
+		}
+		plane.stop = func() error {
+			defer os.RemoveAll(dir)
+			return plane.restarter.Stop()
+		}
 	}
-	cfg, err := env.Start()
-	if err != nil {
+	if plane.cfg, err = env.Start(); err != nil {
 		return nil, fmt.Errorf("start control plane: %w", err)
 	}
-	if restartable {
-		env.ControlPlane.GetAPIServer().StopTimeout = time.Second
-	}
-	return &envtestEnv{Environment: env, Config: cfg}, nil
+	return plane, nil
 }
 
 func writeSoak(w io.Writer, d time.Duration, rep scenario.SoakReport) {

@@ -6,7 +6,6 @@ import (
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -14,7 +13,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	v1 "github.com/racesafe/racesafe/examples/workitem/api/v1alpha1"
-	"github.com/racesafe/racesafe/racetest"
 )
 
 // CalibrateOptions shape a capacity calibration.
@@ -63,22 +61,15 @@ func (c Capacity) MinimalFlowItems() float64 {
 // patches each one's status once (timed), deletes them (not timed) and
 // releases each one (timed).
 func Calibrate(ctx context.Context, cfg *rest.Config, o CalibrateOptions) (Capacity, error) {
-	if o.Writers <= 0 {
-		o.Writers = 4
-	}
-	if o.Items <= 0 {
-		o.Items = 1000
-	}
+	orDefault(&o.Writers, 4)
+	orDefault(&o.Items, 1000)
 	c := Capacity{Writers: o.Writers, Items: o.Items}
-	direct, err := client.New(racetest.WithoutRateLimit(cfg), client.Options{Scheme: Scheme()})
+	cl, err := newCluster(ctx, cfg, "calibrate")
 	if err != nil {
 		return c, err
 	}
-	ns := fmt.Sprintf("calibrate-%d-%d", time.Now().UnixNano()%1e6, runs.Add(1))
-	if err := direct.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-		return c, fmt.Errorf("create namespace: %w", err)
-	}
-	defer releaseAll(context.WithoutCancel(ctx), direct, ns)
+	defer cl.close(ctx)
+	direct, ns := cl.direct, cl.ns
 
 	items := make([]*v1.WorkItem, o.Items)
 	if _, err := parallel(o.Writers, o.Items, func(i int) error {

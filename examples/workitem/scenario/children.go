@@ -3,6 +3,7 @@ package scenario
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -12,10 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	v1 "github.com/racesafe/racesafe/examples/workitem/api/v1alpha1"
-	"github.com/racesafe/racesafe/examples/workitem/sim"
 )
 
 // childWatch counts, on the server, every child ever created in a
@@ -135,82 +134,29 @@ func (cw *childWatch) sync(ctx context.Context) error {
 	})
 }
 
-// duplicates is the number of children created beyond one per item.
-func (cw *childWatch) duplicates() int {
-	cw.mu.Lock()
-	defer cw.mu.Unlock()
-	n := 0
-	for owner, children := range cw.created {
-		if owner != markerOwner && len(children) > 1 {
-			n += len(children) - 1
-		}
-	}
-	return n
-}
-
-// owners returns the UIDs of the items that had children.
-func (cw *childWatch) owners() []types.UID {
-	cw.mu.Lock()
-	defer cw.mu.Unlock()
-	out := make([]types.UID, 0, len(cw.created))
-	for owner := range cw.created {
-		if owner != markerOwner {
-			out = append(out, types.UID(owner))
-		}
-	}
-	return out
-}
-
 func (cw *childWatch) stop() {
 	cw.cancel()
 	<-cw.done
 }
 
-// leftChildren counts the children on the server whose item is gone.
-func leftChildren(ctx context.Context, c client.Client, ns string) (int, error) {
-	var items v1.WorkItemList
-	if err := c.List(ctx, &items, client.InNamespace(ns)); err != nil {
-		return 0, err
-	}
-	alive := map[string]bool{markerOwner: true}
-	for _, it := range items.Items {
-		alive[string(it.UID)] = true
-	}
-	var children corev1.ConfigMapList
-	if err := c.List(ctx, &children, client.InNamespace(ns), client.HasLabels{v1.ChildLabel}); err != nil {
-		return 0, err
-	}
-	n := 0
-	for _, ch := range children.Items {
-		if !alive[ch.Labels[v1.ChildLabel]] {
-			n++
+// mergedDuplicates counts the children beyond one per item seen by any of
+// the watches; a child several saw is one child.
+func mergedDuplicates(watches ...*childWatch) int {
+	byOwner := map[string]map[types.UID]struct{}{}
+	for _, cw := range watches {
+		cw.mu.Lock()
+		for owner, children := range cw.created {
+			if byOwner[owner] == nil {
+				byOwner[owner] = map[types.UID]struct{}{}
+			}
+			maps.Copy(byOwner[owner], children)
 		}
-	}
-	return n, nil
-}
-
-// withFinalizer counts the WorkItems of ns still holding the finalizer.
-func withFinalizer(ctx context.Context, c client.Client, ns string) (int, error) {
-	var left v1.WorkItemList
-	if err := c.List(ctx, &left, client.InNamespace(ns)); err != nil {
-		return 0, err
+		cw.mu.Unlock()
 	}
 	n := 0
-	for i := range left.Items {
-		if controllerutil.ContainsFinalizer(&left.Items[i], v1.Finalizer) {
-			n++
-		}
-	}
-	return n, nil
-}
-
-// duplicateUninstalls counts the uninstalls the installer reported done
-// beyond one per item.
-func duplicateUninstalls(installer *sim.Installer, items []v1.WorkItem) int {
-	n := 0
-	for _, it := range items {
-		if u := installer.Uninstalled(it.UID); u > 1 {
-			n += u - 1
+	for owner, children := range byOwner {
+		if owner != markerOwner && len(children) > 1 {
+			n += len(children) - 1
 		}
 	}
 	return n

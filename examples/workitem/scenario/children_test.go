@@ -6,9 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
-	ctrl "sigs.k8s.io/controller-runtime"
-
 	"github.com/racesafe/racesafe/examples/workitem/scenario"
 	"github.com/racesafe/racesafe/internal/testenv"
 	"github.com/racesafe/racesafe/racetest"
@@ -32,8 +29,7 @@ func lockedJitter(seed uint64, upTo time.Duration) func() time.Duration {
 // per item and deletes it before releasing the item. Both are counted on
 // the server.
 func TestOwnedChildrenUnderLag(t *testing.T) {
-	ctrl.SetLogger(logr.Discard())
-	env := testenv.Start(t, testenv.Options{CRDDirectoryPaths: []string{"../config/crd"}})
+	env := testenv.Start(t, withCRD)
 
 	const items = 24
 	for _, lag := range []struct {
@@ -73,8 +69,7 @@ func TestOwnedChildrenUnderLag(t *testing.T) {
 // to Deleting carrying the DryRun condition, and the compare-and-swap
 // release of the finalizer.
 func TestRacesafeDeleteFlowIsTwoWritesPerItem(t *testing.T) {
-	ctrl.SetLogger(logr.Discard())
-	env := testenv.Start(t, testenv.Options{CRDDirectoryPaths: []string{"../config/crd"}})
+	env := testenv.Start(t, withCRD)
 
 	const items = 24
 	rep := run(t, env, scenario.Racesafe, scenario.Options{Items: items, Lag: 100 * time.Millisecond, Timeout: 20 * time.Second})
@@ -93,8 +88,7 @@ func TestRacesafeDeleteFlowIsTwoWritesPerItem(t *testing.T) {
 // without asking the installer again: the uninstall that finished runs
 // once, counted by the installer.
 func TestFailedReleaseDoesNotUninstallAgain(t *testing.T) {
-	ctrl.SetLogger(logr.Discard())
-	env := testenv.Start(t, testenv.Options{CRDDirectoryPaths: []string{"../config/crd"}})
+	env := testenv.Start(t, withCRD)
 	faults, err := racetest.NewFaults(racetest.FaultOptions{Seed: 7, ServerError: 0.5, Operations: []racetest.Operation{racetest.OpPatch}})
 	if err != nil {
 		t.Fatal(err)
@@ -119,8 +113,7 @@ func TestFailedReleaseDoesNotUninstallAgain(t *testing.T) {
 // the full port and the incident's code behind the drop-in port, create
 // exactly one child per item and delete it, counted on the server.
 func TestChildrenUnderCreateAndDeleteFaults(t *testing.T) {
-	ctrl.SetLogger(logr.Discard())
-	env := testenv.Start(t, testenv.Options{CRDDirectoryPaths: []string{"../config/crd"}})
+	env := testenv.Start(t, withCRD)
 	const items = 24
 	for _, c := range []scenario.Kind{scenario.Racesafe, scenario.NaiveClient} {
 		t.Run(string(c), func(t *testing.T) {

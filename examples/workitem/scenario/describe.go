@@ -13,13 +13,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/racesafe/racesafe/examples/workitem/api/v1alpha1"
+	"github.com/racesafe/racesafe/racetest"
 )
 
 // describeStuck writes what the API server and each replica know of the
 // items of names that are not in phase want: so that a run that fails says
 // where it stopped (a cache behind, a refused read, a leader that does not
 // act) rather than only that it did.
-func describeStuck(ctx context.Context, w io.Writer, c client.Client, ns, lease string, names []string, want v1.Phase, rs []*replica, goroutines io.Writer) {
+func describeStuck(ctx context.Context, w io.Writer, m *managers, replicas *racetest.Replicas, lease string, names []string, want v1.Phase, goroutines io.Writer) {
+	c, ns := m.cluster.direct, m.cluster.ns
 	var list v1.WorkItemList
 	if err := c.List(ctx, &list, client.InNamespace(ns)); err != nil {
 		fmt.Fprintf(w, "describe: list WorkItems: %v\n", err)
@@ -49,14 +51,13 @@ func describeStuck(ctx context.Context, w io.Writer, c client.Client, ns, lease 
 		}
 		fmt.Fprintf(w, "  lease %s: holder %q, renewed %s\n", lease, holder, renewed)
 	}
+	rs := replicas.Names()
 	for _, r := range rs {
-		if r == nil {
-			continue
-		}
+		st, _ := replicas.State(r)
 		fmt.Fprintf(w, "  replica %s: elected %v, exited %v, queue depth %.0f, active workers %.0f, longest reconcile %.1fs, reconciles %d\n",
-			r.name, closed(r.elected), closed(r.exited),
-			metricSum("workqueue_depth", "name", r.name), metricSum("controller_runtime_active_workers", "controller", r.name),
-			metricSum("workqueue_longest_running_processor_seconds", "name", r.name), reconcileTotal(r.name))
+			r, !st.Elected.IsZero(), st.Exited,
+			metricSum("workqueue_depth", "name", r), metricSum("controller_runtime_active_workers", "controller", r),
+			metricSum("workqueue_longest_running_processor_seconds", "name", r), reconcileTotal(r))
 	}
 	sort.Strings(stuck)
 	for i, n := range stuck {
@@ -71,16 +72,17 @@ func describeStuck(ctx context.Context, w io.Writer, c client.Client, ns, lease 
 		}
 		fmt.Fprintf(w, "  %s: server %s\n", n, describeItem(it))
 		for _, r := range rs {
-			if r == nil || r.rec == nil {
+			rec := m.reconciler(r)
+			if rec == nil {
 				continue
 			}
-			s := r.rec.State(ctx, types.NamespacedName{Namespace: ns, Name: n})
+			s := rec.State(ctx, types.NamespacedName{Namespace: ns, Name: n})
 			cached := "none"
 			if s.Cached != nil {
 				cached = describeItem(s.Cached)
 			}
 			fmt.Fprintf(w, "    %s: acting %v, client pending %d, cache %s, refused: %v\n",
-				r.name, s.Acting, s.Pending, cached, s.Refused)
+				r, s.Acting, s.Pending, cached, s.Refused)
 		}
 	}
 	if goroutines != nil {
@@ -99,13 +101,4 @@ func describeItem(it *v1.WorkItem) string {
 	}
 	return fmt.Sprintf("phase %q rv %s gen %d finalizers %v conditions [%s]%s",
 		it.Status.Phase, it.ResourceVersion, it.Generation, it.Finalizers, strings.Join(conds, " "), del)
-}
-
-func closed(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
 }

@@ -2,30 +2,12 @@ package scenario
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	v1 "github.com/racesafe/racesafe/examples/workitem/api/v1alpha1"
-	"github.com/racesafe/racesafe/examples/workitem/reconciler"
 	"github.com/racesafe/racesafe/examples/workitem/settings"
-	"github.com/racesafe/racesafe/examples/workitem/sim"
 	"github.com/racesafe/racesafe/racetest"
 )
 
@@ -45,9 +27,11 @@ type FailoverOptions struct {
 	// LeaseDuration, RenewDeadline and RetryPeriod of the leader election;
 	// default 2s, 1.5s and 300ms.
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
-	// ReleaseOnCancel makes the stopped leader give up its lease (a clean
-	// handover); false leaves the lease to expire, as a crash does.
-	ReleaseOnCancel bool
+	// Mode is how the leader is stopped: racetest.Expire (the default), its
+	// reconciles finishing but its lease left to expire, as a manager built
+	// without LeaderElectionReleaseOnCancel stops; racetest.Handover, its
+	// lease released; or racetest.Crash, cut off the API server at once.
+	Mode racetest.FailoverMode
 	// WarmStandby starts each replica's WorkItem informer before it leads,
 	// as a field index registered at setup does. Otherwise controller-runtime
 	// starts it when the controller starts, on election, with a List as
@@ -68,8 +52,8 @@ type Replica struct {
 	// (negative: before the burst); Led says whether it ever did.
 	Elected time.Duration
 	Led     bool
-	// Stopped is when the scenario cancelled its context, from the first
-	// delete; zero for the replica that ran to the end.
+	// Stopped is when the scenario stopped it (racetest.Failover.Stopped),
+	// from the first delete; zero for the replica that ran to the end.
 	Stopped time.Duration
 	// Reconciles during the burst, and the WorkItem object writes it sent
 	// then: the finalizer releases, one per item it released plus any
@@ -79,19 +63,22 @@ type Replica struct {
 
 // FailoverReport is what one failover run measured.
 type FailoverReport struct {
-	Items, Deleted, Stuck, StuckWithFinalizer int
+	Items, Deleted, Stuck int
 	// GoneAtStop is how many items were gone when the leader was stopped.
 	GoneAtStop int
-	// DuplicateChildren, LeftChildren and DuplicateUninstalls as in Report,
-	// over both replicas: they share one Installer and one control plane.
-	DuplicateChildren, LeftChildren, DuplicateUninstalls int
+	// Leftovers as in Report, over both replicas: they share one Installer
+	// and one control plane.
+	Leftovers
 	// First led from the start and was stopped; Second took over.
 	First, Second Replica
 	Elapsed       time.Duration // first delete to last item gone (or the deadline)
 }
 
-// ErrNotElected is returned when a replica expected to lead never does.
-var ErrNotElected = errors.New("replica was not elected")
+// ErrNotElected is matched by the error of a run whose replica expected to
+// lead never does.
+//
+// Deprecated: use racetest.ErrNotElected, which it is.
+var ErrNotElected = racetest.ErrNotElected
 
 // RunFailover runs the delete burst of Run for the racesafe controller on
 // two manager replicas with leader election: the first replica leads, is
@@ -123,301 +110,129 @@ var ErrNotElected = errors.New("replica was not elected")
 func RunFailover(ctx context.Context, cfg *rest.Config, opts FailoverOptions) (FailoverReport, error) {
 	opts = failoverDefaults(opts)
 	rep := FailoverReport{Items: opts.Items}
-	cfg = rest.CopyConfig(cfg)
-	cfg.QPS, cfg.Burst = 1000, 2000
-	scheme := Scheme()
-	direct, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
+	c, err := newCluster(ctx, cfg, "failover")
 	if err != nil {
 		return rep, err
 	}
-	n := runs.Add(1)
-	ns := fmt.Sprintf("failover-%d-%d", time.Now().UnixNano()%1e6, n)
-	if err := direct.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-		return rep, fmt.Errorf("create namespace: %w", err)
-	}
-	defer releaseAll(context.WithoutCancel(ctx), direct, ns)
-	children, err := watchChildren(ctx, direct, ns)
-	if err != nil {
-		return rep, err
-	}
-	defer children.stop()
+	defer c.close(ctx)
 
-	installer := sim.New(sim.Options{
-		InstallDuration:   opts.Lag / 4,
-		UninstallDuration: opts.UninstallDuration,
-		FailInstall:       func(string) bool { return true },
+	m := &managers{
+		cluster: c, kind: Racesafe, lag: racetest.LagOptions{Delay: opts.Lag, Jitter: opts.Jitter, WatchFaults: opts.WatchFaults},
+		faults: opts.Faults, workers: opts.MaxConcurrentReconciles, warm: opts.WarmStandby,
+		installer: newInstaller(opts.Lag/4, opts.UninstallDuration), cfgs: newSettings(settings.Default.SyncStatusCheckInterval),
+	}
+	// Replica 0 is elected before replica 1 starts, so which one leads
+	// first is decided, not raced.
+	replicas, err := m.startReplicas(ctx, 2, fmt.Sprintf("workitem-failover-%d", c.run), leaderElection{
+		LeaseDuration: opts.LeaseDuration, RenewDeadline: opts.RenewDeadline, RetryPeriod: opts.RetryPeriod,
 	})
-	cfgs := &settings.Manager{}
-	cfgs.Set(settings.Settings{SyncStatusCheckInterval: settings.Default.SyncStatusCheckInterval})
-	lease := fmt.Sprintf("workitem-failover-%d", n)
-
-	// The first replica is elected before the second starts, so which one
-	// leads first is decided, not raced.
-	first, err := startReplica(ctx, cfg, scheme, ns, fmt.Sprintf("workitem-failover-%d-a", n), lease, opts, installer, cfgs)
 	if err != nil {
 		return rep, err
 	}
-	defer first.stop()
-	if err := first.awaitElected(ctx, 4*opts.LeaseDuration); err != nil {
-		return rep, fmt.Errorf("%w: %s within %s: %w", ErrNotElected, first.name, 4*opts.LeaseDuration, err)
-	}
-	second, err := startReplica(ctx, cfg, scheme, ns, fmt.Sprintf("workitem-failover-%d-b", n), lease, opts, installer, cfgs)
-	if err != nil {
-		return rep, err
-	}
-	defer second.stop()
+	defer func() { _ = replicas.Stop() }()
+	names := replicas.Names()
+	first, second := names[0], names[1]
 
-	setupStart := time.Now()
+	// Created at once, with the setup deadline of items created at the
+	// burst's pace.
 	sopts := Options{Items: opts.Items, Lag: opts.Lag}
-	for i := range opts.Items {
-		item := &v1.WorkItem{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("item-%04d", i), Namespace: ns},
-			Spec:       v1.WorkItemSpec{Payload: fmt.Sprintf("payload-%d", i), DryRun: i%2 == 0},
-		}
-		if err := direct.Create(ctx, item); err != nil {
-			return rep, fmt.Errorf("create %s: %w", item.Name, err)
-		}
-	}
-	if _, err := awaitFailed(ctx, direct, ns, Racesafe, sopts, setupStart, SetupDeadline(sopts)); err != nil {
+	setupDeadline := SetupDeadline(sopts)
+	sopts.CreateEvery = -1
+	if _, err := c.setup(ctx, Racesafe, defaults(sopts), setupDeadline); err != nil {
 		return rep, err
 	}
-
-	var before v1.WorkItemList
-	if err := direct.List(ctx, &before, client.InNamespace(ns)); err != nil {
-		return rep, err
-	}
-	lastRV := before.ResourceVersion
-	w, err := direct.Watch(ctx, &v1.WorkItemList{}, client.InNamespace(ns),
-		&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: lastRV}})
+	removed, before, err := c.watchRemovals(ctx)
 	if err != nil {
 		return rep, err
 	}
-	defer func() { w.Stop() }()
-	for _, r := range []*replica{first, second} {
-		r.counter.Reset()
-		r.reconciles0 = reconcileTotal(r.name)
+	defer removed.stop()
+	type baseline struct{ reconciles, releases int }
+	base := map[string]baseline{}
+	for _, name := range names {
+		base[name] = baseline{reconcileTotal(name), releases(replicas, name)}
 	}
 	t0 := time.Now()
-	var g sync.WaitGroup
-	errs := make(chan error, opts.Items)
-	for i := range opts.Items {
-		g.Go(func() {
-			item := &v1.WorkItem{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("item-%04d", i), Namespace: ns}}
-			if err := direct.Delete(ctx, item); err != nil {
-				errs <- err
-			}
-		})
-	}
-	g.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
-		return rep, fmt.Errorf("delete: %w", err)
-	}
-
-	gone := map[string]bool{}
-	deadline := time.NewTimer(opts.Timeout)
-	defer deadline.Stop()
-	last := t0
-	var stoppedAt time.Time
-loop:
-	for len(gone) < opts.Items {
-		select {
-		case ev, ok := <-w.ResultChan():
-			if !ok || ev.Type == watch.Error {
-				w.Stop()
-				if w, err = direct.Watch(ctx, &v1.WorkItemList{}, client.InNamespace(ns),
-					&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: lastRV}}); err != nil {
-					return rep, fmt.Errorf("resume watch of WorkItems: %w", err)
-				}
-				continue
-			}
-			item, ok := ev.Object.(*v1.WorkItem)
-			if !ok {
-				continue
-			}
-			lastRV = item.ResourceVersion
-			if ev.Type != watch.Deleted {
-				continue
-			}
-			gone[item.Name] = true
-			last = time.Now()
-			if stoppedAt.IsZero() && len(gone) >= opts.StopAfter {
-				rep.GoneAtStop = len(gone)
-				stoppedAt = time.Now()
-				// The leader's own error on the way out ("leader election
-				// lost") is how controller-runtime ends a leader; not a fault.
-				_ = first.stop()
-			}
-		case <-deadline.C:
-			last = time.Now()
-			break loop
-		case <-ctx.Done():
-			return rep, ctx.Err()
-		}
-	}
-	rep.Elapsed = last.Sub(t0)
-	rep.Deleted = len(gone)
-	rep.Stuck = opts.Items - len(gone)
-	_ = first.stop()
-	_ = second.stop()
-	rep.First, rep.Second = first.report(t0), second.report(t0)
-	if !stoppedAt.IsZero() {
-		rep.First.Stopped = stoppedAt.Sub(t0)
-	}
-
-	if rep.StuckWithFinalizer, err = withFinalizer(ctx, direct, ns); err != nil {
+	if _, err := c.deleteAll(ctx, opts.Items); err != nil {
 		return rep, err
 	}
-	rep.DuplicateUninstalls = duplicateUninstalls(installer, before.Items)
-	if err := children.sync(ctx); err != nil {
-		return rep, fmt.Errorf("count children: %w", err)
+
+	// The leader is stopped from a goroutine of its own: Failover returns
+	// once the other replica is elected, and the removals of the stop go
+	// on being counted meanwhile.
+	type failover struct {
+		racetest.Failover
+		err error
 	}
-	rep.DuplicateChildren = children.duplicates()
-	if rep.LeftChildren, err = leftChildren(ctx, direct, ns); err != nil {
-		return rep, fmt.Errorf("count children left: %w", err)
+	var failed chan failover
+	gone, last, err := removed.await(ctx, opts.Items, t0, opts.Timeout, func(_ removal, n int) error {
+		if failed == nil && n >= opts.StopAfter {
+			rep.GoneAtStop = n
+			failed = make(chan failover, 1)
+			go func() {
+				f, err := replicas.Failover(ctx, opts.Mode)
+				failed <- failover{f, err}
+			}()
+		}
+		return nil
+	}, nil)
+	if err != nil {
+		return rep, err
 	}
-	return rep, nil
+	rep.Elapsed = last.Sub(t0)
+	rep.Deleted = gone
+	rep.Stuck = opts.Items - gone
+	var stopped time.Time
+	if failed != nil {
+		f := <-failed
+		// The leader's own error on the way out ("leader election lost")
+		// is how controller-runtime ends a leader; not a fault. No new
+		// leader is.
+		if f.New == "" {
+			return rep, f.err
+		}
+		stopped = f.Stopped
+	}
+	if err := replicas.Stop(); err != nil {
+		return rep, err
+	}
+	report := func(name string) Replica {
+		out := Replica{
+			Name:       name,
+			Reconciles: reconcileTotal(name) - base[name].reconciles,
+			Releases:   releases(replicas, name) - base[name].releases,
+		}
+		if st, _ := replicas.State(name); !st.Elected.IsZero() {
+			out.Led, out.Elected = true, st.Elected.Sub(t0)
+		}
+		return out
+	}
+	rep.First, rep.Second = report(first), report(second)
+	if !stopped.IsZero() {
+		rep.First.Stopped = stopped.Sub(t0)
+	}
+	rep.Leftovers, err = c.leftovers(ctx, m.installer, before)
+	return rep, err
+}
+
+// releases counts the WorkItem object writes the named replica sent: the
+// finalizer releases, one per item it released plus any retried.
+func releases(replicas *racetest.Replicas, name string) int {
+	st, ok := replicas.State(name)
+	if !ok {
+		return 0
+	}
+	return st.Requests.Count("patch", "workitems") + st.Requests.Count("update", "workitems")
 }
 
 func failoverDefaults(o FailoverOptions) FailoverOptions {
-	if o.Items <= 0 {
-		o.Items = 30
-	}
-	if o.Timeout <= 0 {
-		o.Timeout = 60 * time.Second
-	}
+	orDefault(&o.Items, 30)
+	orDefault(&o.Timeout, 60*time.Second)
 	if o.StopAfter <= 0 || o.StopAfter > o.Items {
 		o.StopAfter = max(o.Items/3, 1)
 	}
-	if o.MaxConcurrentReconciles <= 0 {
-		o.MaxConcurrentReconciles = 4
-	}
-	if o.LeaseDuration <= 0 {
-		o.LeaseDuration = 2 * time.Second
-	}
-	if o.RenewDeadline <= 0 {
-		o.RenewDeadline = 1500 * time.Millisecond
-	}
-	if o.RetryPeriod <= 0 {
-		o.RetryPeriod = 300 * time.Millisecond
+	orDefault(&o.MaxConcurrentReconciles, 4)
+	if o.Mode == 0 {
+		o.Mode = racetest.Expire
 	}
 	return o
-}
-
-// replica is one running manager of the racesafe controller.
-type replica struct {
-	name        string
-	counter     *racetest.Counter
-	reconciles0 int
-	elected     chan struct{} // closed when it became leader
-	exited      chan struct{} // closed when its manager returned
-	// releaseOnCancel: stopping it hands the lease over.
-	releaseOnCancel bool
-	rec             *reconciler.Reconciler // for describing a stuck item
-
-	mu        sync.Mutex
-	electedAt time.Time
-	stop      func() error
-}
-
-func (r *replica) report(t0 time.Time) Replica {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := Replica{
-		Name:       r.name,
-		Reconciles: reconcileTotal(r.name) - r.reconciles0,
-		Releases:   r.counter.Count("patch", "workitems") + r.counter.Count("update", "workitems"),
-	}
-	if !r.electedAt.IsZero() {
-		out.Led, out.Elected = true, r.electedAt.Sub(t0)
-	}
-	return out
-}
-
-// startReplica starts a leader-electing manager whose cache lags opts.Lag
-// behind the server, running the racesafe controller under name.
-func startReplica(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, ns, name, lease string,
-	opts FailoverOptions, installer *sim.Installer, cfgs *settings.Manager) (*replica, error) {
-	counted, counter := racetest.CountRequests(cfg)
-	mopts := manager.Options{
-		Scheme:                        scheme,
-		Metrics:                       metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress:        "0",
-		NewCache:                      racetest.LaggedCache(racetest.LagOptions{Delay: opts.Lag, Jitter: opts.Jitter, WatchFaults: opts.WatchFaults}),
-		Cache:                         cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
-		Controller:                    config.Controller{SkipNameValidation: ptr.To(true)},
-		LeaderElection:                true,
-		LeaderElectionID:              lease,
-		LeaderElectionNamespace:       ns,
-		LeaderElectionReleaseOnCancel: opts.ReleaseOnCancel,
-		LeaseDuration:                 ptr.To(opts.LeaseDuration),
-		RenewDeadline:                 ptr.To(opts.RenewDeadline),
-		RetryPeriod:                   ptr.To(opts.RetryPeriod),
-	}
-	if opts.Faults != nil {
-		mopts.NewClient = opts.Faults.NewClient
-	}
-	mgr, err := ctrl.NewManager(counted, mopts)
-	if err != nil {
-		return nil, err
-	}
-	r, err := reconciler.New(mgr, reconciler.Options{Installer: installer, Interval: cfgs.SyncStatusCheckInterval})
-	if err != nil {
-		return nil, err
-	}
-	if err := r.SetupWithManager(mgr, name, controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles}); err != nil {
-		return nil, err
-	}
-	if opts.WarmStandby {
-		if _, err := mgr.GetCache().GetInformer(ctx, &v1.WorkItem{}); err != nil {
-			return nil, fmt.Errorf("warm the WorkItem informer of %s: %w", name, err)
-		}
-	}
-	rep := &replica{name: name, counter: counter, elected: make(chan struct{}), exited: make(chan struct{}), releaseOnCancel: opts.ReleaseOnCancel, rec: r}
-	mctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() {
-		done <- mgr.Start(mctx)
-		close(rep.exited)
-	}()
-	watched := make(chan struct{})
-	go func() {
-		defer close(watched)
-		select {
-		case <-mgr.Elected():
-			rep.mu.Lock()
-			rep.electedAt = time.Now()
-			rep.mu.Unlock()
-			close(rep.elected)
-		case <-mctx.Done():
-		}
-	}()
-	if !mgr.GetCache().WaitForCacheSync(mctx) {
-		cancel()
-		<-watched
-		return nil, fmt.Errorf("cache of %s did not sync: %w", name, <-done)
-	}
-	var once sync.Once
-	var stopErr error
-	rep.stop = func() error {
-		once.Do(func() {
-			cancel()
-			stopErr = <-done
-			<-watched
-		})
-		return stopErr
-	}
-	return rep, nil
-}
-
-// awaitElected polls until r leads or timeout passes.
-func (r *replica) awaitElected(ctx context.Context, timeout time.Duration) error {
-	return wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
-		select {
-		case <-r.elected:
-			return true, nil
-		default:
-			return false, nil
-		}
-	})
 }

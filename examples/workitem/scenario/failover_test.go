@@ -4,11 +4,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
-	ctrl "sigs.k8s.io/controller-runtime"
-
 	"github.com/racesafe/racesafe/examples/workitem/scenario"
 	"github.com/racesafe/racesafe/internal/testenv"
+	"github.com/racesafe/racesafe/racetest"
 )
 
 // The leader is stopped a third of the way through the delete burst,
@@ -17,26 +15,25 @@ import (
 // empty trackers and finishes: every item gone, each with exactly one
 // child, deleted before the item.
 func TestRacesafeSurvivesLeaderFailover(t *testing.T) {
-	ctrl.SetLogger(logr.Discard())
-	env := testenv.Start(t, testenv.Options{CRDDirectoryPaths: []string{"../config/crd"}})
+	env := testenv.Start(t, withCRD)
 	for _, tc := range []struct {
-		name    string
-		release bool
-		warm    bool
-		lag     time.Duration
+		name string
+		mode racetest.FailoverMode
+		warm bool
+		lag  time.Duration
 	}{
-		{"crash", false, false, 200 * time.Millisecond},
-		{"clean handover", true, false, 200 * time.Millisecond},
+		{"crash", racetest.Expire, false, 200 * time.Millisecond},
+		{"clean handover", racetest.Handover, false, 200 * time.Millisecond},
 		// A standby whose informer runs before it leads, elected well within
 		// its cache's lag of the old leader's last releases: its cache still
 		// shows those items Deleting, holding their finalizer.
-		{"clean handover to a warm standby behind a slow watch", true, true, 2 * time.Second},
+		{"clean handover to a warm standby behind a slow watch", racetest.Handover, true, 2 * time.Second},
 	} {
-		t.Run(tc.name, func(t *testing.T) { failover(t, env, tc.release, tc.warm, tc.lag) })
+		t.Run(tc.name, func(t *testing.T) { failover(t, env, tc.mode, tc.warm, tc.lag) })
 	}
 }
 
-func failover(t *testing.T, env *testenv.Env, releaseOnCancel, warm bool, lag time.Duration) {
+func failover(t *testing.T, env *testenv.Env, mode racetest.FailoverMode, warm bool, lag time.Duration) {
 	const items = 30
 	rep, err := scenario.RunFailover(t.Context(), env.Config, scenario.FailoverOptions{
 		Items:             items,
@@ -44,15 +41,14 @@ func failover(t *testing.T, env *testenv.Env, releaseOnCancel, warm bool, lag ti
 		Timeout:           30 * time.Second,
 		StopAfter:         items / 3,
 		UninstallDuration: 300 * time.Millisecond,
-		ReleaseOnCancel:   releaseOnCancel,
+		Mode:              mode,
 		WarmStandby:       warm,
 	})
 	if err != nil {
 		t.Fatalf("RunFailover: %v", err)
 	}
-	t.Logf("deleted %d/%d stuck %d (%d with finalizer), gone at stop %d, elapsed %s; children %d duplicate, %d left; %d duplicate uninstalls",
-		rep.Deleted, rep.Items, rep.Stuck, rep.StuckWithFinalizer, rep.GoneAtStop, rep.Elapsed,
-		rep.DuplicateChildren, rep.LeftChildren, rep.DuplicateUninstalls)
+	t.Logf("deleted %d/%d stuck %d, gone at stop %d, elapsed %s; %v",
+		rep.Deleted, rep.Items, rep.Stuck, rep.GoneAtStop, rep.Elapsed, rep.Leftovers)
 	for _, r := range []scenario.Replica{rep.First, rep.Second} {
 		t.Logf("%s: led %v (elected %s, stopped %s), %d reconciles, %d releases",
 			r.Name, r.Led, r.Elected, r.Stopped, r.Reconciles, r.Releases)

@@ -2,15 +2,13 @@ package scenario
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"runtime"
 	"runtime/pprof"
-	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -19,8 +17,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	v1 "github.com/racesafe/racesafe/examples/workitem/api/v1alpha1"
-	"github.com/racesafe/racesafe/examples/workitem/settings"
-	"github.com/racesafe/racesafe/examples/workitem/sim"
 	"github.com/racesafe/racesafe/racetest"
 )
 
@@ -48,18 +44,17 @@ type SoakOptions struct {
 	WatchBreak, WatchGone float64
 	Seed                  uint64
 	// The controller runs as two replicas with leader election. Every
-	// RestartEvery (default 1m) the leader is stopped, alternately as a
-	// crash (its lease left to expire) and as a clean handover; the standby
+	// RestartEvery (default 1m) the leader is stopped, alternately with its
+	// lease left to expire (racetest.Expire) and as a clean handover; the standby
 	// takes over and a new standby is started, its informers warm before
 	// it leads. A replica whose manager exits by itself (a lost lease while
 	// the API server is down) is replaced too, as a Deployment would.
 	RestartEvery time.Duration
-	// Every APIServerRestartEvery kube-apiserver is stopped, a request is
-	// seen failing, and it is started again on the same etcd:
-	// StopAPIServer and StartAPIServer do it (see RestartOptions). Zero,
-	// or either func nil, means no API server restarts.
-	APIServerRestartEvery         time.Duration
-	StopAPIServer, StartAPIServer func() error
+	// Every APIServerRestartEvery kube-apiserver is stopped, seen down, and
+	// started again on the same etcd: Restarter does it (see
+	// RestartOptions). Zero, or no Restarter, means no API server restarts.
+	APIServerRestartEvery time.Duration
+	Restarter             *racetest.APIServerRestarter
 	// LeaseDuration, RenewDeadline and RetryPeriod of the leader
 	// election; default 2s, 1.5s and 300ms. A leader that cannot renew
 	// within RenewDeadline (the API server down longer) loses its lease and
@@ -92,7 +87,8 @@ type SoakReport struct {
 	// is a poll of finished work. All the others must be 0.
 	DuplicateChildren, LeftChildren, DuplicateUninstalls int
 	DuplicateUninstallsAfterExit                         int
-	// Crashes and Handovers count the leaders stopped each way; Exits the
+	// Crashes and Handovers count the leaders stopped each way, Crashes
+	// those whose lease was left to expire (racetest.Expire); Exits the
 	// replicas whose manager ended by itself; APIServerRestarts the times
 	// kube-apiserver was down and served again.
 	Crashes, Handovers, Exits, APIServerRestarts int
@@ -106,21 +102,11 @@ type SoakReport struct {
 }
 
 func soakDefaults(o SoakOptions) SoakOptions {
-	if o.Duration <= 0 {
-		o.Duration = 5 * time.Minute
-	}
-	if o.Drain <= 0 {
-		o.Drain = 3 * time.Minute
-	}
-	if o.WaveTimeout <= 0 {
-		o.WaveTimeout = 3 * time.Minute
-	}
-	if o.Wave <= 0 {
-		o.Wave = 20
-	}
-	if o.Lag <= 0 {
-		o.Lag = 100 * time.Millisecond
-	}
+	orDefault(&o.Duration, 5*time.Minute)
+	orDefault(&o.Drain, 3*time.Minute)
+	orDefault(&o.WaveTimeout, 3*time.Minute)
+	orDefault(&o.Wave, 20)
+	orDefault(&o.Lag, 100*time.Millisecond)
 	rate := func(r *float64, def float64) {
 		switch {
 		case *r == 0:
@@ -135,12 +121,8 @@ func soakDefaults(o SoakOptions) SoakOptions {
 	rate(&o.AppliedTimeout, 0.01)
 	rate(&o.WatchBreak, 0.002)
 	rate(&o.WatchGone, 0.5)
-	if o.RestartEvery <= 0 {
-		o.RestartEvery = time.Minute
-	}
-	if o.Concurrency <= 0 {
-		o.Concurrency = 4
-	}
+	orDefault(&o.RestartEvery, time.Minute)
+	orDefault(&o.Concurrency, 4)
 	return o
 }
 
@@ -167,86 +149,38 @@ func Soak(ctx context.Context, cfg *rest.Config, o SoakOptions) (SoakReport, err
 	if err != nil {
 		return rep, err
 	}
-	cfg = rest.CopyConfig(cfg)
-	cfg.QPS, cfg.Burst = 1000, 2000
-	scheme := Scheme()
-	direct, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
+	c, err := newCluster(ctx, cfg, "soak")
 	if err != nil {
 		return rep, err
 	}
-	n := runs.Add(1)
-	ns := fmt.Sprintf("soak-%d", n)
-	if err := direct.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-		return rep, err
-	}
-	defer releaseAll(context.WithoutCancel(ctx), direct, ns)
-
-	children, err := watchChildren(ctx, direct, ns)
-	if err != nil {
-		return rep, err
-	}
-	watches := []*childWatch{children}
-	defer func() {
-		for _, w := range watches {
-			w.stop()
-		}
-	}()
+	defer c.close(ctx)
+	direct, ns := c.direct, c.ns
 
 	rep.GoroutinesBefore, rep.HeapBefore = runtime.NumGoroutine(), liveHeap()
-	installer := sim.New(sim.Options{
-		FailInstall:       func(string) bool { return true },
-		InstallDuration:   o.Lag / 4, // the install poll comes back before the cache shows the child
-		UninstallDuration: 50 * time.Millisecond,
+	m := &managers{
+		cluster: c, kind: Racesafe, lag: racetest.LagOptions{Delay: o.Lag, Jitter: o.Jitter, WatchFaults: watchFaults},
+		faults: faults, workers: o.Concurrency, warm: true,
+		// The install poll comes back before the cache shows the child.
+		installer: newInstaller(o.Lag/4, 50*time.Millisecond), cfgs: newSettings(time.Second),
+	}
+	lease := fmt.Sprintf("workitem-soak-%d", c.run)
+	replicas, err := m.startReplicas(ctx, 2, lease, leaderElection{
+		LeaseDuration: o.LeaseDuration, RenewDeadline: o.RenewDeadline, RetryPeriod: o.RetryPeriod, Replace: true,
 	})
-	cfgs := &settings.Manager{}
-	cfgs.Set(settings.Settings{SyncStatusCheckInterval: time.Second})
-	fopts := failoverDefaults(FailoverOptions{
-		Lag: o.Lag, Jitter: o.Jitter, Faults: faults, WatchFaults: watchFaults,
-		MaxConcurrentReconciles: o.Concurrency, WarmStandby: true,
-		LeaseDuration: o.LeaseDuration, RenewDeadline: o.RenewDeadline, RetryPeriod: o.RetryPeriod,
-	})
+	if err != nil {
+		return rep, err
+	}
+	defer func() { _ = replicas.Stop() }()
 	exited := map[string]bool{} // replicas whose manager ended by itself
-	lease := fmt.Sprintf("workitem-soak-%d", n)
-	replicas := 0
-	start := func(release bool) (*replica, error) {
-		replicas++
-		opts := fopts
-		opts.ReleaseOnCancel = release
-		name := fmt.Sprintf("workitem-soak-%d-%d", n, replicas)
-		return startReplica(ctx, cfg, scheme, ns, name, lease, opts, installer.As(name), cfgs)
-	}
-	leader, err := start(false)
-	if err != nil {
-		return rep, err
-	}
-	if err := leader.awaitElected(ctx, 4*fopts.LeaseDuration); err != nil {
-		_ = leader.stop()
-		return rep, fmt.Errorf("%w: %s: %w", ErrNotElected, leader.name, err)
-	}
-	standby, err := start(true)
-	if err != nil {
-		_ = leader.stop()
-		return rep, err
-	}
-	stopAll := func() {
-		_ = leader.stop()
-		_ = standby.stop()
-	}
-	defer stopAll()
-	// replace starts a new standby for the one that became leader or
-	// exited. It stops the other way than the leader does, so that
-	// failovers alternate between crashes and handovers.
-	replace := func() error {
-		var err error
-		standby, err = start(!leader.releaseOnCancel)
-		return err
-	}
+	// Failovers alternate between a lease left to expire and a handover.
+	modes := []racetest.FailoverMode{racetest.Expire, racetest.Handover}
+	failoverDue := false
 
 	t0 := time.Now()
 	failover := time.NewTicker(o.RestartEvery)
 	defer failover.Stop()
 	var apiRestart <-chan time.Time
-	if o.APIServerRestartEvery > 0 && o.StopAPIServer != nil && o.StartAPIServer != nil {
+	if o.APIServerRestartEvery > 0 && o.Restarter != nil {
 		tk := time.NewTicker(o.APIServerRestartEvery)
 		defer tk.Stop()
 		apiRestart = tk.C
@@ -257,55 +191,49 @@ func Soak(ctx context.Context, cfg *rest.Config, o SoakOptions) (SoakReport, err
 	for time.Since(t0) < o.Duration {
 		select {
 		case <-failover.C:
-			crash := !leader.releaseOnCancel
-			_ = leader.stop() // "leader election lost" is how a leader ends
-			if crash {
-				rep.Crashes++
-			} else {
-				rep.Handovers++
-			}
-			leader = standby
-			if err := replace(); err != nil {
-				return rep, fmt.Errorf("start standby: %w", err)
-			}
+			failoverDue = true
 		case <-apiRestart:
-			// A watch cannot be resumed across the restart: count children
-			// with a new one after it.
-			watches[len(watches)-1].stop()
-			if err := restartAPIServer(ctx, direct, ns, o.StopAPIServer, o.StartAPIServer, time.Minute); err != nil {
+			if _, err := c.restartAPIServer(ctx, o.Restarter); err != nil {
 				return rep, err
 			}
 			rep.APIServerRestarts++
-			w, err := watchChildren(ctx, direct, ns)
-			if err != nil {
-				return rep, err
-			}
-			watches = append(watches, w)
 		case <-ctx.Done():
 			return rep, ctx.Err()
 		default:
 		}
 		// Replicas that ended by themselves are replaced.
-		for _, r := range []**replica{&leader, &standby} {
-			select {
-			case <-(*r).exited:
-				_ = (*r).stop()
-				rep.Exits++
-				exited[(*r).name] = true
-				if *r == leader {
-					leader = standby
-				}
-				if err := replace(); err != nil {
-					return rep, fmt.Errorf("replace exited replica: %w", err)
-				}
+		reaped, err := replicas.Reap(ctx)
+		for _, name := range reaped {
+			rep.Exits++
+			exited[name] = true
+		}
+		if err != nil {
+			return rep, err
+		}
+		if failoverDue {
+			mode := modes[(rep.Crashes+rep.Handovers)%len(modes)]
+			// The stopped leader's own error ("leader election lost") is
+			// how controller-runtime ends a leader: only a failover that
+			// left no leader, or no standby, ends the soak.
+			f, err := replicas.Failover(ctx, mode)
+			switch {
+			case errors.Is(err, racetest.ErrNoLeader):
+				// An election under way, after an exit: fail over once it is done.
+			case f.New == "" || f.Replacement == "":
+				return rep, fmt.Errorf("%s: %w", mode, err)
+			case mode == racetest.Handover:
+				failoverDue = false
+				rep.Handovers++
 			default:
+				failoverDue = false
+				rep.Crashes++
 			}
 		}
 		// Delete the previous wave once it has failed, then create the next.
 		if len(pending) > 0 {
 			if err := waitPhase(ctx, direct, ns, pending, v1.PhaseFailed, o.WaveTimeout); err != nil {
 				if o.Describe != nil {
-					describeStuck(ctx, o.Describe, direct, ns, lease, pending, v1.PhaseFailed, []*replica{leader, standby}, o.Goroutines)
+					describeStuck(ctx, o.Describe, m, replicas, lease, pending, v1.PhaseFailed, o.Goroutines)
 				}
 				return rep, err
 			}
@@ -319,10 +247,7 @@ func Soak(ctx context.Context, cfg *rest.Config, o SoakOptions) (SoakReport, err
 		pending = pending[:0]
 		waveStart = time.Now()
 		for range o.Wave {
-			item := &v1.WorkItem{
-				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("soak-%06d", rep.Created), Namespace: ns},
-				Spec:       v1.WorkItemSpec{Payload: "soak", DryRun: rep.Created%2 == 0},
-			}
+			item := c.item(rep.Created)
 			if err := direct.Create(ctx, item); err != nil {
 				return rep, err
 			}
@@ -356,24 +281,22 @@ func Soak(ctx context.Context, cfg *rest.Config, o SoakOptions) (SoakReport, err
 			rep.FinalizersLeft++
 		}
 	}
-	stopAll()
+	_ = replicas.Stop()
 	rep.Injected = faults.Injected()
 	rep.Watch = watchFaults.Counts()
-	if err := watches[len(watches)-1].sync(ctx); err != nil {
-		return rep, fmt.Errorf("count children: %w", err)
+	counted, err := c.leftovers(ctx, m.installer, nil)
+	rep.DuplicateChildren, rep.LeftChildren = counted.DuplicateChildren, counted.LeftChildren
+	if err != nil {
+		return rep, err
 	}
-	rep.DuplicateChildren = mergedDuplicates(watches...)
 	for _, uid := range uids {
-		by := installer.UninstalledBy(uid)
+		by := m.installer.UninstalledBy(uid)
 		for i := 1; i < len(by); i++ {
 			rep.DuplicateUninstalls++
 			if exited[by[i-1]] {
 				rep.DuplicateUninstallsAfterExit++
 			}
 		}
-	}
-	if rep.LeftChildren, err = leftChildren(ctx, direct, ns); err != nil {
-		return rep, fmt.Errorf("count children left: %w", err)
 	}
 	// Goroutines of a stopped manager wind down asynchronously; give them
 	// a bounded time before counting.
@@ -391,49 +314,12 @@ func Soak(ctx context.Context, cfg *rest.Config, o SoakOptions) (SoakReport, err
 	return rep, nil
 }
 
-// SeededJitter returns a lag jitter uniform in [0, max) from seed, safe for
-// the concurrent calls of racetest.LagOptions.Jitter.
-func SeededJitter(seed uint64, max time.Duration) func() time.Duration {
-	var mu sync.Mutex
-	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	return func() time.Duration {
-		if max <= 0 {
-			return 0
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		return time.Duration(rng.Int64N(int64(max)))
-	}
-}
-
 // liveHeap is the heap in use after a collection.
 func liveHeap() uint64 {
 	runtime.GC()
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	return m.HeapAlloc
-}
-
-// restartAPIServer stops kube-apiserver, waits until a request fails, starts
-// it again and waits until it serves.
-func restartAPIServer(ctx context.Context, c client.Client, ns string, stop, start func() error, timeout time.Duration) error {
-	if err := stop(); err != nil {
-		return fmt.Errorf("stop API server: %w", err)
-	}
-	if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		return c.List(ctx, &v1.WorkItemList{}, client.InNamespace(ns)) != nil, nil
-	}); err != nil {
-		return fmt.Errorf("API server still serving after its stop: %w", err)
-	}
-	if err := start(); err != nil {
-		return fmt.Errorf("start API server again: %w", err)
-	}
-	if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		return c.List(ctx, &v1.WorkItemList{}, client.InNamespace(ns)) == nil, nil
-	}); err != nil {
-		return fmt.Errorf("API server did not serve again: %w", err)
-	}
-	return nil
 }
 
 func waitPhase(ctx context.Context, c client.Client, ns string, names []string, p v1.Phase, timeout time.Duration) error {

@@ -5,10 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
-	ctrl "sigs.k8s.io/controller-runtime"
-
 	"github.com/racesafe/racesafe/examples/workitem/scenario"
+	"github.com/racesafe/racesafe/internal/testenv"
 	"github.com/racesafe/racesafe/racetest"
 )
 
@@ -21,10 +19,9 @@ func TestSoakSurvivesEveryFault(t *testing.T) {
 	if testing.Short() {
 		t.Skip("soak: skipped with -short")
 	}
-	ctrl.SetLogger(logr.Discard())
-	plane := startRestartable(t)
+	env, restarter := testenv.StartRestartable(t, withCRD)
 	var stuck strings.Builder
-	rep, err := scenario.Soak(t.Context(), plane.cfg, scenario.SoakOptions{
+	rep, err := scenario.Soak(t.Context(), env.Config, scenario.SoakOptions{
 		Duration:              40 * time.Second,
 		Wave:                  10,
 		Seed:                  7,
@@ -32,8 +29,7 @@ func TestSoakSurvivesEveryFault(t *testing.T) {
 		WatchBreak:            0.01,
 		RestartEvery:          8 * time.Second,
 		APIServerRestartEvery: 25 * time.Second,
-		StopAPIServer:         plane.stop,
-		StartAPIServer:        plane.start,
+		Restarter:             restarter,
 		Describe:              &stuck,
 	})
 	if err != nil {

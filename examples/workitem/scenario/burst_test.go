@@ -1,14 +1,10 @@
 package scenario_test
 
 import (
+	"math"
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	v1 "github.com/racesafe/racesafe/examples/workitem/api/v1alpha1"
 	"github.com/racesafe/racesafe/examples/workitem/scenario"
 	"github.com/racesafe/racesafe/internal/testenv"
 	"github.com/racesafe/racesafe/racetest"
@@ -16,8 +12,7 @@ import (
 
 // One control plane serves every case: each run makes its own namespace.
 func TestDeleteBurst(t *testing.T) {
-	ctrl.SetLogger(logr.Discard())
-	env := testenv.Start(t, testenv.Options{CRDDirectoryPaths: []string{"../config/crd"}})
+	env := testenv.Start(t, withCRD)
 
 	const items = 30
 	base := scenario.Options{Items: items, Lag: 200 * time.Millisecond, Timeout: 20 * time.Second}
@@ -71,38 +66,34 @@ func run(t *testing.T, env *testenv.Env, kind scenario.Kind, opts scenario.Optio
 	if err != nil {
 		t.Fatalf("%s: %v", kind, err)
 	}
-	t.Logf("%s: deleted %d/%d stuck %d p50 %s p99 %s requests %v child requests %v reconciles %d; children: %d duplicate, %d left; %d duplicate uninstalls",
-		kind, rep.Deleted, rep.Items, rep.Stuck, rep.P50, rep.P99, rep.Requests, rep.ChildRequests, rep.Reconciles,
-		rep.DuplicateChildren, rep.LeftChildren, rep.DuplicateUninstalls)
+	t.Logf("%s: deleted %d/%d stuck %d p50 %s p99 %s requests %v child requests %v reconciles %d; %v",
+		kind, rep.Deleted, rep.Items, rep.Stuck, rep.P50, rep.P99, rep.Requests, rep.ChildRequests, rep.Reconciles, rep.Leftovers)
 	return rep
 }
 
-// Calibrate writes every pre-created item once per pass, so both rates are
-// measured over Items writes, and its releases remove every item it made.
-func TestCalibrateTimesEveryWriteAndReleasesEveryItem(t *testing.T) {
-	env := testenv.Start(t, testenv.Options{CRDDirectoryPaths: []string{"../config/crd"}})
-	c, err := scenario.Calibrate(t.Context(), env.Config, scenario.CalibrateOptions{Writers: 2, Items: 20})
-	if err != nil {
-		t.Fatalf("Calibrate: %v", err)
+func TestReportRatesAreOverTheBurst(t *testing.T) {
+	r := scenario.Report{Items: 100, Workers: 4, Elapsed: 2 * time.Second, StatusWrites: 100, ObjectWrites: 100,
+		ReconcileTime: 4 * time.Second, RoundTrips: 300, RoundTripTime: 3 * time.Second}
+	for name, c := range map[string]struct{ got, want float64 }{
+		"Writes":          {float64(r.Writes()), 200},
+		"WritesPerSecond": {r.WritesPerSecond(), 100},
+		"WorkersBusy":     {r.WorkersBusy(), 0.5},
+		"MeanRoundTrip":   {r.MeanRoundTrip().Seconds(), 0.01},
+	} {
+		if math.Abs(c.got-c.want) > 1e-9 {
+			t.Errorf("%s = %v, want %v", name, c.got, c.want)
+		}
 	}
-	if c.Writers != 2 || c.Items != 20 || c.StatusElapsed <= 0 || c.ReleaseElapsed <= 0 {
-		t.Fatalf("Calibrate = %+v, want 2 writers, 20 items and both passes timed", c)
+	var none scenario.Report
+	if none.WritesPerSecond() != 0 || none.WorkersBusy() != 0 || none.MeanRoundTrip() != 0 {
+		t.Errorf("empty report: WritesPerSecond %v, WorkersBusy %v, MeanRoundTrip %v; want 0", none.WritesPerSecond(), none.WorkersBusy(), none.MeanRoundTrip())
 	}
-	if got, want := c.Status, 20/c.StatusElapsed.Seconds(); got != want {
-		t.Errorf("Status = %v writes/s, want 20 writes over %s = %v", got, c.StatusElapsed, want)
-	}
-	if got, want := c.Release, 20/c.ReleaseElapsed.Seconds(); got != want {
-		t.Errorf("Release = %v writes/s, want 20 writes over %s = %v", got, c.ReleaseElapsed, want)
-	}
-	cl, err := client.New(env.Config, client.Options{Scheme: scenario.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var left v1.WorkItemList
-	if err := cl.List(t.Context(), &left); err != nil {
-		t.Fatal(err)
-	}
-	if len(left.Items) != 0 {
-		t.Errorf("%d WorkItems left after the calibration, want 0: every release removes its item", len(left.Items))
+}
+
+func TestLeftoversSaysWhatWasLeft(t *testing.T) {
+	l := scenario.Leftovers{StuckWithFinalizer: 1, DuplicateChildren: 2, LeftChildren: 3, DuplicateUninstalls: 4}
+	want := "1 with the finalizer; children 2 duplicate, 3 left; 4 duplicate uninstalls"
+	if got := l.String(); got != want {
+		t.Errorf("String() = %q, want %q", got, want)
 	}
 }
