@@ -1254,6 +1254,12 @@ func (s *subResourceClient) Update(ctx context.Context, obj client.Object, opts 
 	o := (&client.SubResourceUpdateOptions{}).ApplyOptions(opts)
 	sent := resourceVersionOf(obj)
 	if err := s.inner.Update(ctx, obj, opts...); err != nil {
+		if !dryRun(o.DryRun) {
+			// Applied although it failed, maybe: the parent is read back
+			// as after an ambiguous Update (a scale's body is about the
+			// parent all the same).
+			s.c.ambiguous(ctx, "update", obj, sent, err)
+		}
 		return err
 	}
 	if dryRun(o.DryRun) {
@@ -1265,7 +1271,13 @@ func (s *subResourceClient) Update(ctx context.Context, obj client.Object, opts 
 func (s *subResourceClient) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
 	o := (&client.SubResourcePatchOptions{}).ApplyOptions(opts)
 	sent := resourceVersionOf(obj)
+	if sent == "" {
+		sent = patchedVersion(obj, patch)
+	}
 	if err := s.inner.Patch(ctx, obj, patch, opts...); err != nil {
+		if !dryRun(o.DryRun) {
+			s.c.ambiguous(ctx, "patch", obj, sent, err)
+		}
 		return err
 	}
 	if dryRun(o.DryRun) {

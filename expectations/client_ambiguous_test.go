@@ -138,3 +138,89 @@ func TestClientAmbiguousWriteOfAnObjectGoneNeverGoesBackInTime(t *testing.T) {
 		}
 	}
 }
+
+// TestClientAmbiguousStatusWriteIsReadBack is the incident's write ending
+// ambiguously: status.phase moves on through the status subresource, the
+// server applies it, and the answer is lost (a 500). The cache still shows
+// the phase before. A Get must not serve that copy as if nothing had been
+// written: the read back tells the server's copy, and Get serves it.
+func TestClientAmbiguousStatusWriteIsReadBack(t *testing.T) {
+	writes := map[string]func(ctx context.Context, c client.Client, p *corev1.Pod) error{
+		"Status().Update": func(ctx context.Context, c client.Client, p *corev1.Pod) error {
+			p.Status.Phase = corev1.PodSucceeded
+			return c.Status().Update(ctx, p)
+		},
+		"Status().Patch": func(ctx context.Context, c client.Client, p *corev1.Pod) error {
+			before := p.DeepCopy()
+			p.Status.Phase = corev1.PodSucceeded
+			return c.Status().Patch(ctx, p, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+		},
+		// As statusupdate's Patcher sends it: into an empty object, the
+		// precondition in the body.
+		"Status().Patch into an empty object": func(ctx context.Context, c client.Client, p *corev1.Pod) error {
+			body := fmt.Sprintf(`{"metadata":{"resourceVersion":%q},"status":{"phase":%q}}`, p.ResourceVersion, corev1.PodSucceeded)
+			into := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name}}
+			return c.Status().Patch(ctx, into, client.RawPatch(types.MergePatchType, []byte(body)))
+		},
+	}
+	for _, shared := range []bool{false, true} {
+		for verb, write := range writes {
+			name := fmt.Sprintf("%s/shared tracker %t", verb, shared)
+			t.Run(name, func(t *testing.T) {
+				ctx := t.Context()
+				pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "item", UID: "u1"},
+					Status: corev1.PodStatus{Phase: corev1.PodFailed}}
+				server := fake.NewClientBuilder().WithObjects(pod).WithStatusSubresource(&corev1.Pod{}).Build()
+				key := client.ObjectKeyFromObject(pod)
+				seen := &corev1.Pod{}
+				if err := server.Get(ctx, key, seen); err != nil {
+					t.Fatal(err)
+				}
+				cache := fake.NewClientBuilder().WithObjects(seen.DeepCopy()).Build()
+				lose := false
+				wrapped := interceptor.NewClient(server, interceptor.Funcs{
+					Get: func(ctx context.Context, _ client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+						return cache.Get(ctx, key, obj, opts...)
+					},
+					SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+						if err := c.SubResource(sub).Update(ctx, obj.DeepCopyObject().(client.Object), opts...); err != nil || !lose {
+							return err
+						}
+						return apierrors.NewInternalError(errors.New("answer lost"))
+					},
+					SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+						if err := c.SubResource(sub).Patch(ctx, obj.DeepCopyObject().(client.Object), patch, opts...); err != nil || !lose {
+							return err
+						}
+						return apierrors.NewInternalError(errors.New("answer lost"))
+					},
+				})
+				opts := expectations.ClientOptions{Name: "client-ambiguous-status-" + name, APIReader: server}
+				if shared {
+					opts.Tracker = expectations.New(expectations.Options{Name: opts.Name})
+				}
+				c, err := expectations.NewClient(wrapped, opts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				item := &corev1.Pod{}
+				if err := c.Get(ctx, key, item); err != nil || item.Status.Phase != corev1.PodFailed {
+					t.Fatalf("Get before the write = %v, phase %q; want the cache's copy, Failed", err, item.Status.Phase)
+				}
+				lose = true
+				if err := write(ctx, c, item); !apierrors.IsInternalError(err) {
+					t.Fatalf("status write = %v, want the injected 500", err)
+				}
+				live := &corev1.Pod{}
+				if err := server.Get(ctx, key, live); err != nil || live.Status.Phase != corev1.PodSucceeded {
+					t.Fatalf("the server's pod after the write = %v, phase %q; want the write applied", err, live.Status.Phase)
+				}
+				got := &corev1.Pod{}
+				if err := c.Get(ctx, key, got); err != nil || got.Status.Phase != corev1.PodSucceeded || got.ResourceVersion != live.ResourceVersion {
+					t.Errorf("Get after the ambiguous status write = %v, phase %q at %s; want the server's copy, %q at %s (the cache's copy is older than the write)",
+						err, got.Status.Phase, got.ResourceVersion, corev1.PodSucceeded, live.ResourceVersion)
+				}
+			})
+		}
+	}
+}

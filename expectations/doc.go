@@ -231,7 +231,8 @@
 //   - A subresource write with a body (client.WithSubResourceBody) keeps the
 //     parent at the body's resourceVersion: a cached parent older than it is
 //     refused until the cache shows it.
-//   - Ambiguous writes: a Create, Update, Patch or Delete that failed with a
+//   - Ambiguous writes: a Create, Update, Patch or Delete, or an Update or
+//     Patch of a subresource (Status()), that failed with a
 //     timeout, a 5xx or a broken connection is read back through
 //     ClientOptions.APIReader and kept as the server has it; a connection
 //     that was never made (refused, a failed dial) sent nothing and is not
