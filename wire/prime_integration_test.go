@@ -115,7 +115,13 @@ func TestIntegrationNewLeaderReadsItsPredecessorsLastWrite(t *testing.T) {
 func runNewLeaderOfMovedObject(t *testing.T, env *testenv.Env, direct client.Client, ns string, wired bool) (stale, fresh int64) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	stopPredecessor := holdLease(ctx, t, direct, ns, "phase", 1, 200*time.Millisecond)
+	// The predecessor's lease lasts 2 s (renewed every 200 ms): a loaded
+	// machine (CI runs packages side by side) once delayed its renewals
+	// past a 1 s lease, and the standby took over before the predecessor's
+	// last write, which it then read 4 s late like any other writer's. The
+	// cache lags 4 s, so the new leader still starts on a cache that shows
+	// Failed.
+	stopPredecessor := holdLease(ctx, t, direct, ns, "phase", 2, 200*time.Millisecond)
 	defer stopPredecessor()
 
 	obj := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "item"}, Data: map[string]string{"phase": "Failed"}}
@@ -175,6 +181,13 @@ func runNewLeaderOfMovedObject(t *testing.T, env *testenv.Env, direct client.Cli
 	obj.Data["phase"] = "Deleting"
 	if err := direct.Update(ctx, obj); err != nil {
 		t.Fatal(err)
+	}
+	select {
+	case <-mgr.Elected():
+		// What this test needs did not happen: the new leader is the
+		// predecessor's successor only if it took over after that write.
+		t.Fatal("the standby was elected before its predecessor's last write: the predecessor's lease renewals stalled over 2 s")
+	default:
 	}
 	stopPredecessor()
 	if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
