@@ -146,6 +146,11 @@ type Client struct {
 	// readBackInterval (nextReadBack, unix nanoseconds).
 	unresolved   unresolvedWrites
 	nextReadBack atomic.Int64
+	// bareCache is set once a Get compared one of this client's writes,
+	// which carried managedFields, with the cache's copy, which had none: a
+	// cache that strips them (cache.TransformStripManagedFields). Writes
+	// are then kept without managedFields, as the cache keeps objects.
+	bareCache atomic.Bool
 }
 
 // NewClient wraps c, normally the manager's GetClient(): it reads from the
@@ -290,6 +295,12 @@ func (c *Client) Get(ctx context.Context, key client.ObjectKey, obj client.Objec
 	case serveOwn:
 		// into writes obj only when it succeeds.
 		if err := into(c.scheme, e.obj, e.gvk, obj); err == nil {
+			if cached != nil && !hasManagedFields(cached) && hasManagedFields(obj) {
+				// In the cache's form: a cache that strips managedFields
+				// hands none out.
+				obj.SetManagedFields(nil)
+				c.bareCache.Store(true)
+			}
 			c.metrics().own.Inc()
 			return nil
 		}
@@ -538,6 +549,17 @@ func (c *Client) List(ctx context.Context, list client.ObjectList, opts ...clien
 	return nil
 }
 
+// hasManagedFields reports whether obj carries managedFields, without
+// converting an unstructured object's.
+func hasManagedFields(obj client.Object) bool {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		mf, found, _ := unstructured.NestedFieldNoCopy(u.Object, "metadata", "managedFields")
+		l, _ := mf.([]any)
+		return found && len(l) > 0
+	}
+	return len(obj.GetManagedFields()) > 0
+}
+
 // ownItem returns e's object in the form of the list item like.
 func (c *Client) ownItem(like runtime.Object, e *ownEntry) (client.Object, error) {
 	o, ok := like.(client.Object)
@@ -550,6 +572,9 @@ func (c *Client) ownItem(like runtime.Object, e *ownEntry) (client.Object, error
 	}
 	if err := into(c.scheme, e.obj, e.gvk, out); err != nil {
 		return nil, err
+	}
+	if c.bareCache.Load() && hasManagedFields(out) {
+		out.SetManagedFields(nil)
 	}
 	return out, nil
 }
@@ -875,6 +900,9 @@ func (c *Client) recordWrite(ctx context.Context, verb string, obj client.Object
 	if err != nil {
 		c.metrics().unrecorded(verb)
 		return &NotRecordedError{Verb: verb, Key: key, Err: err}
+	}
+	if c.bareCache.Load() && hasManagedFields(keep) {
+		keep.SetManagedFields(nil)
 	}
 	now := c.clock.Now()
 	c.put(sessionKey{gk: k.gk, ObjectKey: key}, &ownEntry{state: ownWritten, uid: obj.GetUID(), rv: obj.GetResourceVersion(), gvk: gvk, obj: keep, at: now}, now)

@@ -210,7 +210,11 @@
 //     server's answer to that write (resourceversion.CompareResourceVersion;
 //     another UID wins only with a higher resourceVersion), as a copy the
 //     caller owns. It never blocks, and a Get with nothing pending is the
-//     cache's Get.
+//     cache's Get. The answer is handed out in the cache's form as far as
+//     managedFields go: where the cache's copy has none (a cache built with
+//     cache.TransformStripManagedFields), neither has the copy of the
+//     write, and once the Client has seen that, it keeps its later writes
+//     without them.
 //   - Deletes: after a successful Delete, a Get is NotFound until the cache
 //     shows the object gone, replaced by a later incarnation, or terminating
 //     at a later resourceVersion. Where the object may still exist (the
