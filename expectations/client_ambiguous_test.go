@@ -68,26 +68,20 @@ func TestClientAmbiguousWriteOfAnObjectGoneNeverGoesBackInTime(t *testing.T) {
 				}
 
 				lose := false // the server applies the write; its answer is lost
-				wrapped := interceptor.NewClient(server, interceptor.Funcs{
-					Get: func(ctx context.Context, _ client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-						return cache.Get(ctx, key, obj, opts...)
-					},
-					List: func(ctx context.Context, _ client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
-						return cache.List(ctx, list, opts...)
-					},
-					Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
-						if err := c.Update(ctx, obj.DeepCopyObject().(client.Object), opts...); err != nil || !lose {
-							return err
-						}
-						return apierrors.NewInternalError(errors.New("answer lost"))
-					},
-					Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
-						if err := c.Patch(ctx, obj.DeepCopyObject().(client.Object), patch, opts...); err != nil || !lose {
-							return err
-						}
-						return apierrors.NewInternalError(errors.New("answer lost"))
-					},
-				})
+				funcs := cacheReads(&cache)
+				funcs.Update = func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+					if err := c.Update(ctx, obj.DeepCopyObject().(client.Object), opts...); err != nil || !lose {
+						return err
+					}
+					return apierrors.NewInternalError(errors.New("answer lost"))
+				}
+				funcs.Patch = func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+					if err := c.Patch(ctx, obj.DeepCopyObject().(client.Object), patch, opts...); err != nil || !lose {
+						return err
+					}
+					return apierrors.NewInternalError(errors.New("answer lost"))
+				}
+				wrapped := interceptor.NewClient(server, funcs)
 				opts := expectations.ClientOptions{Name: "client-ambiguous-gone-" + name, APIReader: server}
 				if shared {
 					opts.Tracker = expectations.New(expectations.Options{Name: opts.Name})
@@ -178,23 +172,20 @@ func TestClientAmbiguousStatusWriteIsReadBack(t *testing.T) {
 				}
 				cache := fake.NewClientBuilder().WithObjects(seen.DeepCopy()).Build()
 				lose := false
-				wrapped := interceptor.NewClient(server, interceptor.Funcs{
-					Get: func(ctx context.Context, _ client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-						return cache.Get(ctx, key, obj, opts...)
-					},
-					SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
-						if err := c.SubResource(sub).Update(ctx, obj.DeepCopyObject().(client.Object), opts...); err != nil || !lose {
-							return err
-						}
-						return apierrors.NewInternalError(errors.New("answer lost"))
-					},
-					SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
-						if err := c.SubResource(sub).Patch(ctx, obj.DeepCopyObject().(client.Object), patch, opts...); err != nil || !lose {
-							return err
-						}
-						return apierrors.NewInternalError(errors.New("answer lost"))
-					},
-				})
+				funcs := cacheReads(&cache)
+				funcs.SubResourceUpdate = func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+					if err := c.SubResource(sub).Update(ctx, obj.DeepCopyObject().(client.Object), opts...); err != nil || !lose {
+						return err
+					}
+					return apierrors.NewInternalError(errors.New("answer lost"))
+				}
+				funcs.SubResourcePatch = func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+					if err := c.SubResource(sub).Patch(ctx, obj.DeepCopyObject().(client.Object), patch, opts...); err != nil || !lose {
+						return err
+					}
+					return apierrors.NewInternalError(errors.New("answer lost"))
+				}
+				wrapped := interceptor.NewClient(server, funcs)
 				opts := expectations.ClientOptions{Name: "client-ambiguous-status-" + name, APIReader: server}
 				if shared {
 					opts.Tracker = expectations.New(expectations.Options{Name: opts.Name})

@@ -1,7 +1,6 @@
 package expectations_test
 
 import (
-	"strconv"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -36,15 +35,8 @@ func BenchmarkClientGetInformerCache(b *testing.B) {
 				Data: map[string]string{"a": "1", "b": "2", "c": "3"}}
 		}},
 		{"keys32", func() *corev1.ConfigMap {
-			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "keys32", Labels: map[string]string{"app": "a"}},
-				Data: map[string]string{}}
-			for i := range 32 {
-				cm.Data["key-"+strconv.Itoa(i)] = "value of key " + strconv.Itoa(i)
-			}
-			for i := range 3 {
-				cm.Labels["label-"+strconv.Itoa(i)] = "v"
-			}
-			return cm
+			return withKeys32(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "keys32", Labels: map[string]string{"app": "a"}},
+				Data: map[string]string{}})
 		}},
 	}
 	for _, o := range objects {

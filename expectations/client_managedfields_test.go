@@ -42,21 +42,15 @@ func TestClientServesOwnWritesInTheCacheFormOfManagedFields(t *testing.T) {
 				cb = cb.WithReturnManagedFields() // the fake hands none out otherwise
 			}
 			cache := cb.Build()
-			wrapped := interceptor.NewClient(server, interceptor.Funcs{
-				Get: func(ctx context.Context, _ client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-					return cache.Get(ctx, key, obj, opts...)
-				},
-				List: func(ctx context.Context, _ client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
-					return cache.List(ctx, list, opts...)
-				},
-				Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
-					if err := c.Update(ctx, obj, opts...); err != nil {
-						return err
-					}
-					obj.SetManagedFields(managed) // as the API server answers
-					return nil
-				},
-			})
+			funcs := cacheReads(&cache)
+			funcs.Update = func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+				if err := c.Update(ctx, obj, opts...); err != nil {
+					return err
+				}
+				obj.SetManagedFields(managed) // as the API server answers
+				return nil
+			}
+			wrapped := interceptor.NewClient(server, funcs)
 			c, err := expectations.NewClient(wrapped, expectations.ClientOptions{Name: "client-managedfields-" + name})
 			if err != nil {
 				t.Fatal(err)

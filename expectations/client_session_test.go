@@ -184,16 +184,7 @@ func BenchmarkClientGet(b *testing.B) {
 		obj  func() *corev1.ConfigMap
 	}{
 		{"small", sessionConfigMap},
-		{"keys32", func() *corev1.ConfigMap {
-			cm := sessionConfigMap()
-			for i := range 32 {
-				cm.Data["key-"+strconv.Itoa(i)] = "value of key " + strconv.Itoa(i)
-			}
-			for i := range 3 {
-				cm.Labels["label-"+strconv.Itoa(i)] = "v"
-			}
-			return cm
-		}},
+		{"keys32", func() *corev1.ConfigMap { return withKeys32(sessionConfigMap()) }},
 	}
 	for _, o := range objects {
 		b.Run("object="+o.name+"/case=cache_alone", func(b *testing.B) {

@@ -1,6 +1,8 @@
 package expectations_test
 
 import (
+	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -8,6 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	testingclock "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
@@ -20,6 +24,32 @@ func configMap(name, uid, rv string) *corev1.ConfigMap {
 	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
 		Namespace: "default", Name: name, UID: types.UID(uid), ResourceVersion: rv,
 	}}
+}
+
+// withKeys32 gives cm 32 more data keys and 3 more labels: the larger
+// object of the Get benchmarks.
+func withKeys32(cm *corev1.ConfigMap) *corev1.ConfigMap {
+	for i := range 32 {
+		cm.Data["key-"+strconv.Itoa(i)] = "value of key " + strconv.Itoa(i)
+	}
+	for i := range 3 {
+		cm.Labels["label-"+strconv.Itoa(i)] = "v"
+	}
+	return cm
+}
+
+// cacheReads are interceptor funcs that serve Get and List from *cache, as
+// a manager's client reads from its informers while it writes to the
+// server; a test may replace *cache with a newer view.
+func cacheReads(cache *client.WithWatch) interceptor.Funcs {
+	return interceptor.Funcs{
+		Get: func(ctx context.Context, _ client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			return (*cache).Get(ctx, key, obj, opts...)
+		},
+		List: func(ctx context.Context, _ client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			return (*cache).List(ctx, list, opts...)
+		},
+	}
 }
 
 func newFakeClock() *testingclock.FakeClock { return testingclock.NewFakeClock(epoch) }
