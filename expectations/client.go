@@ -766,13 +766,7 @@ func (c *Client) Update(ctx context.Context, obj client.Object, opts ...client.U
 // Patch patches obj, whatever the patch type, and keeps the server's
 // answer.
 func (c *Client) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
-	sent := resourceVersionOf(obj)
-	if sent == "" {
-		// A patch sent into an empty object (statusupdate's Patcher
-		// decodes the answer into one) carries its precondition in the
-		// body.
-		sent = patchedVersion(obj, patch)
-	}
+	sent := patchSentAt(obj, patch)
 	if err := c.inner.Patch(ctx, obj, patch, opts...); err != nil {
 		if !dryRun((&client.PatchOptions{}).ApplyOptions(opts).DryRun) {
 			c.ambiguous(ctx, "patch", obj, sent, err)
@@ -1298,10 +1292,7 @@ func (s *subResourceClient) Update(ctx context.Context, obj client.Object, opts 
 
 func (s *subResourceClient) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
 	o := (&client.SubResourcePatchOptions{}).ApplyOptions(opts)
-	sent := resourceVersionOf(obj)
-	if sent == "" {
-		sent = patchedVersion(obj, patch)
-	}
+	sent := patchSentAt(obj, patch)
 	if err := s.inner.Patch(ctx, obj, patch, opts...); err != nil {
 		if !dryRun(o.DryRun) {
 			s.c.ambiguous(ctx, "patch", obj, sent, err)
@@ -1350,11 +1341,17 @@ func (s *subResourceClient) record(ctx context.Context, verb string, obj, body c
 	return nil
 }
 
-// patchedVersion returns the metadata.resourceVersion a merge patch of obj
-// carries (the optimistic lock's precondition), "" when it has none.
-func patchedVersion(obj client.Object, patch client.Patch) string {
-	if objcopy.IsNil(obj) || patch == nil {
+// patchSentAt returns the resourceVersion a patch of obj is sent at: obj's,
+// or, for a patch sent into an empty object (statusupdate's Patcher
+// decodes the answer into one), the metadata.resourceVersion a merge patch
+// carries in its body (the optimistic lock's precondition); "" when it has
+// none.
+func patchSentAt(obj client.Object, patch client.Patch) string {
+	if objcopy.IsNil(obj) {
 		return ""
+	}
+	if rv := obj.GetResourceVersion(); rv != "" || patch == nil {
+		return rv
 	}
 	switch patch.Type() {
 	case types.MergePatchType, types.StrategicMergePatchType:
