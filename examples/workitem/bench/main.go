@@ -44,7 +44,7 @@ func main() {
 	setupTimeout := flag.Duration("setup-timeout", 0, "limit for the create flow; 0: computed per cell from items and lag (scenario.SetupDeadline)")
 	calItems := flag.Int("calibrate-items", 1000, "items each capacity calibration pass writes; 0: no calibration")
 	cpuProfile := flag.String("cpu-profile", "", "file for a pprof CPU profile of the whole run (the controllers and the harness, not the control plane)")
-	rounds := flag.Int("rounds", 1, "runs of each cell; each round starts the cell at the next controller")
+	rounds := flag.Int("rounds", 1, "runs of each cell; an odd round runs the cell's controllers in reverse order, and every second round starts one controller later")
 	concurrency := flag.Int("concurrency", 4, "MaxConcurrentReconciles, the same for every controller")
 	uninstall := flag.Duration("uninstall", 0, "simulated uninstall time")
 	out := flag.String("out", "out", "folder for bench-e2e.csv and bench-e2e.md")
