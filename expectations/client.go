@@ -457,7 +457,7 @@ func (c *Client) List(ctx context.Context, list client.ObjectList, opts ...clien
 	if err := c.inner.List(ctx, list, opts...); err != nil {
 		return err
 	}
-	f := listForm(list)
+	f := formOf(list)
 	items, err := meta.ExtractList(list)
 	if err != nil {
 		return fmt.Errorf("list %s: %w", gk, err)
@@ -608,20 +608,10 @@ func newItem(list client.ObjectList, items []runtime.Object) runtime.Object {
 	return nil
 }
 
-func listForm(list client.ObjectList) form {
-	switch list.(type) {
-	case *metav1.PartialObjectMetadataList:
-		return formMetadata
-	case runtime.Unstructured:
-		return formUnstructured
-	}
-	return formTyped
-}
-
 // listKind returns the item kind of list.
 func (c *Client) listKind(list client.ObjectList) (schema.GroupVersionKind, error) {
 	var gvk schema.GroupVersionKind
-	if listForm(list) == formTyped {
+	if formOf(list) == formTyped {
 		var err error
 		if gvk, err = apiutil.GVKForObject(list, c.scheme); err != nil {
 			return gvk, fmt.Errorf("%w: %w", ErrUnknownKind, err)

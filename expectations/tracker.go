@@ -136,9 +136,10 @@ const (
 	allForms = formTyped | formMetadata | formUnstructured
 )
 
-func formOf(obj client.Object) form {
+// formOf returns the form obj is read in; obj is an object or a list.
+func formOf(obj runtime.Object) form {
 	switch obj.(type) {
-	case *metav1.PartialObjectMetadata:
+	case *metav1.PartialObjectMetadata, *metav1.PartialObjectMetadataList:
 		return formMetadata
 	case runtime.Unstructured:
 		return formUnstructured
