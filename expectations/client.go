@@ -726,47 +726,26 @@ func (c *Client) AmbiguousWrites(gk schema.GroupKind, ns string) bool {
 
 // Create creates obj and keeps the server's answer.
 func (c *Client) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
-	if err := c.inner.Create(ctx, obj, opts...); err != nil {
-		if !dryRun((&client.CreateOptions{}).ApplyOptions(opts).DryRun) {
-			c.ambiguous(ctx, "create", obj, "", err)
-		}
-		return err
-	}
-	if dryRun((&client.CreateOptions{}).ApplyOptions(opts).DryRun) {
-		return nil
-	}
-	return c.recordWrite(ctx, "create", obj, "")
+	err := c.inner.Create(ctx, obj, opts...)
+	return c.finishWrite(ctx, "create", obj, "", dryRun((&client.CreateOptions{}).ApplyOptions(opts).DryRun), err,
+		func() error { return c.recordWrite(ctx, "create", obj, "") })
 }
 
 // Update updates obj and keeps the server's answer.
 func (c *Client) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
 	sent := resourceVersionOf(obj)
-	if err := c.inner.Update(ctx, obj, opts...); err != nil {
-		if !dryRun((&client.UpdateOptions{}).ApplyOptions(opts).DryRun) {
-			c.ambiguous(ctx, "update", obj, sent, err)
-		}
-		return err
-	}
-	if dryRun((&client.UpdateOptions{}).ApplyOptions(opts).DryRun) {
-		return nil
-	}
-	return c.recordWrite(ctx, "update", obj, sent)
+	err := c.inner.Update(ctx, obj, opts...)
+	return c.finishWrite(ctx, "update", obj, sent, dryRun((&client.UpdateOptions{}).ApplyOptions(opts).DryRun), err,
+		func() error { return c.recordWrite(ctx, "update", obj, sent) })
 }
 
 // Patch patches obj, whatever the patch type, and keeps the server's
 // answer.
 func (c *Client) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
 	sent := patchSentAt(obj, patch)
-	if err := c.inner.Patch(ctx, obj, patch, opts...); err != nil {
-		if !dryRun((&client.PatchOptions{}).ApplyOptions(opts).DryRun) {
-			c.ambiguous(ctx, "patch", obj, sent, err)
-		}
-		return err
-	}
-	if dryRun((&client.PatchOptions{}).ApplyOptions(opts).DryRun) {
-		return nil
-	}
-	return c.recordWrite(ctx, "patch", obj, sent)
+	err := c.inner.Patch(ctx, obj, patch, opts...)
+	return c.finishWrite(ctx, "patch", obj, sent, dryRun((&client.PatchOptions{}).ApplyOptions(opts).DryRun), err,
+		func() error { return c.recordWrite(ctx, "patch", obj, sent) })
 }
 
 // Apply applies obj (server-side apply) and keeps the server's answer,
@@ -954,6 +933,23 @@ func (c *Client) recordApplied(ctx context.Context, verb string, obj runtime.App
 	if err := c.recordWrite(ctx, verb, u, ""); err != nil {
 		log.FromContext(ctx).V(1).Info("write not kept", "controller", c.metrics().name, "verb", verb, "error", err.Error())
 	}
+}
+
+// finishWrite ends a write of obj, sent at sentRV, that the server
+// answered with err: a failed write is handed to ambiguous, which tells
+// whether it was applied all the same, and a successful one is kept by
+// record. A dry run is neither. It returns err, or record's error.
+func (c *Client) finishWrite(ctx context.Context, verb string, obj client.Object, sentRV string, dry bool, err error, record func() error) error {
+	if err != nil {
+		if !dry {
+			c.ambiguous(ctx, verb, obj, sentRV, err)
+		}
+		return err
+	}
+	if dry {
+		return nil
+	}
+	return record()
 }
 
 // isAmbiguous reports whether err leaves open whether the server applied
@@ -1265,34 +1261,20 @@ func (s *subResourceClient) Create(ctx context.Context, obj client.Object, subRe
 func (s *subResourceClient) Update(ctx context.Context, obj client.Object, opts ...client.SubResourceUpdateOption) error {
 	o := (&client.SubResourceUpdateOptions{}).ApplyOptions(opts)
 	sent := resourceVersionOf(obj)
-	if err := s.inner.Update(ctx, obj, opts...); err != nil {
-		if !dryRun(o.DryRun) {
-			// Applied although it failed, maybe: the parent is read back
-			// as after an ambiguous Update (a scale's body is about the
-			// parent all the same).
-			s.c.ambiguous(ctx, "update", obj, sent, err)
-		}
-		return err
-	}
-	if dryRun(o.DryRun) {
-		return nil
-	}
-	return s.record(ctx, "subresource_update", obj, o.SubResourceBody, sent)
+	err := s.inner.Update(ctx, obj, opts...)
+	// Applied although it failed, maybe: the parent is read back as after
+	// an ambiguous Update (a scale's body is about the parent all the
+	// same).
+	return s.c.finishWrite(ctx, "update", obj, sent, dryRun(o.DryRun), err,
+		func() error { return s.record(ctx, "subresource_update", obj, o.SubResourceBody, sent) })
 }
 
 func (s *subResourceClient) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
 	o := (&client.SubResourcePatchOptions{}).ApplyOptions(opts)
 	sent := patchSentAt(obj, patch)
-	if err := s.inner.Patch(ctx, obj, patch, opts...); err != nil {
-		if !dryRun(o.DryRun) {
-			s.c.ambiguous(ctx, "patch", obj, sent, err)
-		}
-		return err
-	}
-	if dryRun(o.DryRun) {
-		return nil
-	}
-	return s.record(ctx, "subresource_patch", obj, o.SubResourceBody, sent)
+	err := s.inner.Patch(ctx, obj, patch, opts...)
+	return s.c.finishWrite(ctx, "patch", obj, sent, dryRun(o.DryRun), err,
+		func() error { return s.record(ctx, "subresource_patch", obj, o.SubResourceBody, sent) })
 }
 
 func (s *subResourceClient) Apply(ctx context.Context, obj runtime.ApplyConfiguration, opts ...client.SubResourceApplyOption) error {
