@@ -151,7 +151,13 @@
 //     to the reference's). The reference is the cleaner of two unperturbed
 //     runs that settle without a panic (the fewer creates, then the fewer
 //     writes), out of at most five; when none does, Explore returns an
-//     error, not a report. Invalid options are an
+//     error, not a report. Reference runs read fresh: a cached Get or List
+//     of a kind the controller wrote first waits, up to two seconds, until
+//     the cache shows the version each of its writes was answered with (or
+//     the object gone or terminating after its delete), so a controller
+//     that reads right after its own write, and loses that race in every
+//     run under load, still gets a reference; the race is then the finding
+//     of the plan that makes that read stale. Invalid options are an
 //     ErrExploreOptions error before the API server is reached.
 //   - Explored runs start their workload once every controller Setup added
 //     has synced its sources, so that no write of the workload reaches a

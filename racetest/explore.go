@@ -20,6 +20,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -320,9 +321,11 @@ func Explore(ctx context.Context, cfg *rest.Config, opts ExploreOptions) (*Explo
 
 // reference runs the controller unperturbed until two runs have passed
 // (at most five runs) and keeps the cleaner: the fewer creates, then the
-// fewer writes. A controller that races its own cache breaks now and then
-// without any perturbation (a duplicate child, a stuck item): the
-// reference is a run where it did not.
+// fewer writes. Its runs read fresh (exploreRun.fresh): a controller that
+// races its own cache would otherwise break in most runs under load (a
+// stuck item, a duplicate child) with no perturbation at all; a run can
+// still fail for other reasons (a cache more than freshLimit behind,
+// someone else's write), and the reference is a run where it did not.
 func reference(ctx context.Context, opts ExploreOptions, cfg *rest.Config, direct client.WithWatch, id int64) (*exploreRun, error) {
 	size := func(r *exploreRun) (creates, writes int) {
 		for _, n := range r.creates {
@@ -334,7 +337,7 @@ func reference(ctx context.Context, opts ExploreOptions, cfg *rest.Config, direc
 	var failed []string
 	passed := 0
 	for attempt := 0; attempt < 5 && passed < 2; attempt++ {
-		r := &exploreRun{opts: opts, cfg: cfg, direct: direct, ns: namespaceFor(id, "reference", attempt)}
+		r := &exploreRun{opts: opts, cfg: cfg, direct: direct, ns: namespaceFor(id, "reference", attempt), fresh: true}
 		if err := r.run(ctx); err != nil {
 			return nil, err
 		}
@@ -471,6 +474,12 @@ type exploreRun struct {
 	served   string
 	crash    chan struct{}
 
+	// fresh: a reference run, whose cached reads first wait (up to
+	// freshLimit) until the cache shows what the controller's own writes
+	// were answered with (want, by kind and object).
+	fresh bool
+	want  map[wantKey]wantVersion
+
 	settled bool
 	counts  map[string]int
 	effects map[string]int
@@ -486,6 +495,7 @@ func (r *exploreRun) run(ctx context.Context) error {
 	r.ordinals, r.creates, r.counts = map[string]int{}, map[string]int{}, map[string]int{}
 	r.answered, r.reconciles, r.reconcileN = map[string]string{}, map[string]string{}, map[string]int{}
 	r.deliveries = map[client.ObjectKey][]delivery{}
+	r.want = map[wantKey]wantVersion{}
 	r.crash = make(chan struct{})
 	if err := r.direct.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: r.ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("explore %s: namespace: %w", r.ns, err)
@@ -856,6 +866,15 @@ func (r *exploreRun) write(ctx context.Context, by string, gen int, stopped <-ch
 		}
 		if err == nil && told && verb != "delete" && (known == "" || older(known, w.after)) {
 			r.answered[id] = w.after
+		}
+		if r.fresh && err == nil {
+			k := wantKey{kind: kind, key: w.key}
+			switch {
+			case verb == "delete":
+				r.want[k] = wantVersion{gvk: gvk, gone: true}
+			case w.after != "" && (r.want[k].rv == "" || older(r.want[k].rv, w.after)):
+				r.want[k] = wantVersion{gvk: gvk, rv: w.after}
+			}
 		}
 	}
 	// The workload's next write of the withheld object ends the hold:
@@ -1261,6 +1280,12 @@ type recordingCache struct {
 }
 
 func (c *recordingCache) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if c.run.fresh {
+		c.catchUp(ctx, kindName(c.run.opts.Scheme, obj), func(k client.ObjectKey) bool { return k == key }, func(schema.GroupVersionKind) client.Object {
+			o, _ := obj.DeepCopyObject().(client.Object)
+			return o
+		})
+	}
 	err := c.Cache.Get(ctx, key, obj, opts...)
 	if err == nil {
 		c.run.read(ctx, kindName(c.run.opts.Scheme, obj), key, false, obj.GetResourceVersion(), 1, true)
@@ -1269,6 +1294,12 @@ func (c *recordingCache) Get(ctx context.Context, key client.ObjectKey, obj clie
 }
 
 func (c *recordingCache) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if c.run.fresh {
+		ns := (&client.ListOptions{}).ApplyOptions(opts).Namespace
+		c.catchUp(ctx, kindName(c.run.opts.Scheme, list), func(k client.ObjectKey) bool { return ns == "" || k.Namespace == ns }, func(gvk schema.GroupVersionKind) client.Object {
+			return itemLike(list, gvk, c.run.opts.Scheme)
+		})
+	}
 	err := c.Cache.List(ctx, list, opts...)
 	if err != nil {
 		return err
@@ -1288,4 +1319,108 @@ func (c *recordingCache) List(ctx context.Context, list client.ObjectList, opts 
 	}
 	c.run.read(ctx, kind, client.ObjectKey{}, true, list.GetResourceVersion(), meta.LenList(list), shows)
 	return nil
+}
+
+// freshLimit bounds how long a reference run's cached read waits for the
+// cache to show the controller's own writes; past it, the read is served
+// as the cache has it.
+const freshLimit = 2 * time.Second
+
+// wantKey and wantVersion: what a reference run's controller wrote of an
+// object, and the version its cache must show (or the deletion) before a
+// read of that kind is served.
+type wantKey struct {
+	kind string
+	key  client.ObjectKey
+}
+
+type wantVersion struct {
+	gvk  schema.GroupVersionKind
+	rv   string // the newest version a write was answered with
+	gone bool   // deleted by the controller: gone, or marked for deletion
+}
+
+// catchUp makes a reference run's read a fresh one: it waits until the
+// cache shows, for each object of kind matching that the controller wrote,
+// the version its newest write was answered with (or, after its delete,
+// the object gone or terminating). It reads each object in the form of
+// the read (empty returns a new one), so that it starts no informer the
+// controller did not. The reference is then the controller's behaviour
+// with a cache never behind its own writes, the run its author had in
+// mind, and not one where it raced its cache and lost: the plans bring
+// the stale views in one at a time.
+func (c *recordingCache) catchUp(ctx context.Context, kind string, matching func(client.ObjectKey) bool, empty func(schema.GroupVersionKind) client.Object) {
+	r := c.run
+	r.mu.Lock()
+	var keys []wantKey
+	for k := range r.want {
+		if k.kind == kind && matching(k.key) {
+			keys = append(keys, k)
+		}
+	}
+	r.mu.Unlock()
+	if len(keys) == 0 {
+		return
+	}
+	_ = wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, freshLimit, true, func(ctx context.Context) (bool, error) {
+		for _, k := range keys {
+			r.mu.Lock()
+			want := r.want[k]
+			r.mu.Unlock()
+			if !c.shows(ctx, k.key, want, empty) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+}
+
+// shows reports whether the cache shows want of the object at key: the
+// version (or a newer one), or the object gone or terminating; or else
+// what the API server has now (the object since deleted by someone else,
+// or made anew under its name). A read that fails for another reason than
+// NotFound is not a lag and is not waited on.
+func (c *recordingCache) shows(ctx context.Context, key client.ObjectKey, want wantVersion, empty func(schema.GroupVersionKind) client.Object) bool {
+	cached := empty(want.gvk)
+	if cached == nil {
+		return true
+	}
+	err := c.Cache.Get(ctx, key, cached)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return true
+	}
+	found := err == nil
+	if want.gone && (!found || cached.GetDeletionTimestamp() != nil) || !want.gone && found && !older(cached.GetResourceVersion(), want.rv) {
+		return true
+	}
+	live := empty(want.gvk)
+	lerr := c.run.direct.Get(ctx, key, live)
+	if lerr != nil && !apierrors.IsNotFound(lerr) {
+		return true
+	}
+	if lerr != nil {
+		return !found
+	}
+	return found && !older(cached.GetResourceVersion(), live.GetResourceVersion())
+}
+
+// itemLike returns an empty object of gvk in the form of list's items:
+// metadata-only, unstructured or typed.
+func itemLike(list client.ObjectList, gvk schema.GroupVersionKind, s *runtime.Scheme) client.Object {
+	switch list.(type) {
+	case *metav1.PartialObjectMetadataList:
+		o := &metav1.PartialObjectMetadata{}
+		o.SetGroupVersionKind(gvk)
+		return o
+	case *unstructured.UnstructuredList:
+		o := &unstructured.Unstructured{}
+		o.SetGroupVersionKind(gvk)
+		return o
+	}
+	o, err := s.New(gvk)
+	if err != nil {
+		return nil
+	}
+	obj, _ := o.(client.Object)
+	return obj
 }

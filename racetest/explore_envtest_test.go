@@ -360,3 +360,101 @@ func TestExploreEnvtest(t *testing.T) {
 		}
 	})
 }
+
+// relabel is the incident in a few lines: it moves a ConfigMap's phase
+// from "" to "a" and, in the same reconcile, reads the object back from its
+// cache into the same pointer before moving it on to "b"; a cache behind
+// its own write shows phase "" and the reconcile ends silently, and its
+// predicate drops the updates that would bring it back.
+type relabel struct {
+	client.Client
+	mu    sync.Mutex
+	stale map[string]int // namespace -> reads back that missed the write
+}
+
+func (r *relabel) setup(mgr manager.Manager) error {
+	r.Client = mgr.GetClient()
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("relabel").
+		For(&corev1.ConfigMap{}, builder.WithPredicates(predicate.Funcs{
+			UpdateFunc: func(event.UpdateEvent) bool { return false },
+		})).
+		Complete(r)
+}
+
+func (r *relabel) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	cm := &corev1.ConfigMap{}
+	if err := r.Get(ctx, req.NamespacedName, cm); err != nil || cm.Data["phase"] != "" {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if err := r.setPhase(ctx, cm, "a"); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.Get(ctx, req.NamespacedName, cm); err != nil {
+		return ctrl.Result{}, err
+	}
+	if cm.Data["phase"] != "a" {
+		r.mu.Lock()
+		r.stale[req.Namespace]++
+		r.mu.Unlock()
+		return ctrl.Result{}, nil
+	}
+	return ctrl.Result{}, r.setPhase(ctx, cm, "b")
+}
+
+func (r *relabel) setPhase(ctx context.Context, cm *corev1.ConfigMap, phase string) error {
+	before := cm.DeepCopy()
+	cm.Data = map[string]string{"phase": phase}
+	return r.Patch(ctx, cm, client.MergeFrom(before))
+}
+
+// TestExploreReferenceIsFresh: the reference runs read a cache that has
+// caught up with the controller's own writes, so a controller that reads
+// right after its own write (and, under load, loses that race in most
+// runs) never reads stale in them and gets a reference; the race is the
+// finding of the plan that makes the read stale, not an error.
+func TestExploreReferenceIsFresh(t *testing.T) {
+	if testing.Short() {
+		t.Skip("explores on envtest")
+	}
+	env := testenv.Start(t, testenv.Options{})
+	plan := "stale-read-after-write/ConfigMap/patch#1"
+	rl := &relabel{stale: map[string]int{}}
+	report, err := racetest.Explore(t.Context(), env.Config, racetest.ExploreOptions{
+		Scheme: clientgoscheme.Scheme,
+		Setup:  rl.setup,
+		Workload: func(ctx context.Context, c client.Client, ns string) error {
+			return c.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "item"}})
+		},
+		Settled: func(ctx context.Context, c client.Reader, ns string) (bool, error) {
+			var cm corev1.ConfigMap
+			err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "item"}, &cm)
+			return err == nil && cm.Data["phase"] == "b", client.IgnoreNotFound(err)
+		},
+		Kinds:       []client.Object{&corev1.ConfigMap{}},
+		Plans:       []string{plan},
+		PlanTimeout: 5 * time.Second,
+		TestName:    t.Name(),
+	})
+	if err != nil {
+		t.Fatalf("no reference for a controller that reads right after its own write: %v", err)
+	}
+	t.Logf("%s", report)
+	if len(report.Plans) != 1 {
+		t.Fatalf("plan %s was not derived from the reference; the plans: %s", plan, report)
+	}
+	p := report.Plans[0]
+	if p.Perturbation == "" || !failedOn(p, "liveness") {
+		t.Errorf("the stale read after the write is not found stuck: perturbation %q, failures %v", p.Perturbation, p.Failures)
+	}
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	for ns, n := range rl.stale {
+		if ns != p.Namespace {
+			t.Errorf("a reference run (namespace %s) read its own write back stale %d times", ns, n)
+		}
+	}
+	if rl.stale[p.Namespace] == 0 {
+		t.Errorf("the plan's run (namespace %s) never read its write back stale: %v", p.Namespace, rl.stale)
+	}
+}
