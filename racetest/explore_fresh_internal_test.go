@@ -3,13 +3,17 @@ package racetest
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -33,6 +37,23 @@ type scriptedCache struct {
 	mu     sync.Mutex
 	script []view
 	gets   int
+	forms  []string
+}
+
+func formName(obj client.Object) string {
+	switch obj.(type) {
+	case *metav1.PartialObjectMetadata:
+		return "metadata"
+	case *unstructured.Unstructured:
+		return "unstructured"
+	}
+	return "typed"
+}
+
+func (c *scriptedCache) formsRead() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.forms)
 }
 
 func (c *scriptedCache) step() view {
@@ -44,6 +65,9 @@ func (c *scriptedCache) step() view {
 }
 
 func (c *scriptedCache) Get(_ context.Context, key client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
+	c.mu.Lock()
+	c.forms = append(c.forms, formName(obj))
+	c.mu.Unlock()
 	v := c.step()
 	switch {
 	case v.err != nil:
@@ -62,13 +86,11 @@ func (c *scriptedCache) Get(_ context.Context, key client.ObjectKey, obj client.
 }
 
 func (c *scriptedCache) List(ctx context.Context, list client.ObjectList, _ ...client.ListOption) error {
-	var cm corev1.ConfigMap
-	if err := c.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "cm"}, &cm); err != nil {
-		list.(*corev1.ConfigMapList).Items = nil
-		return nil
+	item := itemLike(list, corev1.SchemeGroupVersion.WithKind("ConfigMap"), clientgoscheme.Scheme)
+	if err := c.Get(ctx, cmKey, item); err != nil {
+		return meta.SetList(list, nil)
 	}
-	list.(*corev1.ConfigMapList).Items = []corev1.ConfigMap{cm}
-	return nil
+	return meta.SetList(list, []runtime.Object{item})
 }
 
 func (c *scriptedCache) count() int {
@@ -117,6 +139,30 @@ func TestReferenceReadsWaitForTheControllersOwnWrites(t *testing.T) {
 		}
 		if len(list.Items) != 1 || list.Items[0].ResourceVersion != "7" {
 			t.Errorf("listed %+v, want the ConfigMap at 7", list.Items)
+		}
+	})
+	// The read's form is the form the cache is read in while waiting, so
+	// that no informer of another form is started.
+	t.Run("MetadataOnlyGet", func(t *testing.T) {
+		c, sc := freshRun(t, true, wantVersion{rv: "7"}, nil, view{rv: "5"}, view{rv: "7"})
+		pom := &metav1.PartialObjectMetadata{}
+		pom.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
+		if err := c.Get(ctx, cmKey, pom); err != nil {
+			t.Fatal(err)
+		}
+		if pom.ResourceVersion != "7" || !slices.Equal(sc.formsRead(), []string{"metadata", "metadata", "metadata"}) {
+			t.Errorf("read %s in forms %v, want 7, every read metadata-only", pom.ResourceVersion, sc.formsRead())
+		}
+	})
+	t.Run("UnstructuredList", func(t *testing.T) {
+		c, sc := freshRun(t, true, wantVersion{rv: "7"}, nil, view{rv: "5"}, view{rv: "7"})
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMapList"))
+		if err := c.List(ctx, list, client.InNamespace("ns")); err != nil {
+			t.Fatal(err)
+		}
+		if len(list.Items) != 1 || list.Items[0].GetResourceVersion() != "7" || !slices.Equal(sc.formsRead(), []string{"unstructured", "unstructured", "unstructured"}) {
+			t.Errorf("listed %d items in forms %v, want the ConfigMap at 7, every read unstructured", len(list.Items), sc.formsRead())
 		}
 	})
 	t.Run("ListOfAnotherNamespaceDoesNotWait", func(t *testing.T) {
