@@ -337,7 +337,7 @@ func reference(ctx context.Context, opts ExploreOptions, cfg *rest.Config, direc
 	var failed []string
 	passed := 0
 	for attempt := 0; attempt < 5 && passed < 2; attempt++ {
-		r := &exploreRun{opts: opts, cfg: cfg, direct: direct, ns: namespaceFor(id, "reference", attempt), fresh: true}
+		r := &exploreRun{opts: opts, cfg: cfg, direct: direct, ns: namespaceFor(id, "reference", attempt)}
 		if err := r.run(ctx); err != nil {
 			return nil, err
 		}
@@ -448,9 +448,10 @@ type exploreRun struct {
 	creates    map[string]int
 	seq        int
 	generation int // the manager now running; a crash starts the next
-	// answered is, per manager, object and kind, the newest resourceVersion
-	// a write of the controller was answered with.
-	answered    map[string]string
+	// answered is, per manager, object and kind, what the controller's
+	// writes were answered with: the stale-write oracle's known version, and
+	// what a reference run's reads wait for (fresh).
+	answered    map[answerKey]answer
 	staleWrites []string
 	panics      []string
 	reconciles  map[string]string // reconcileID -> "reconcile #n of ns/name (controller c)"
@@ -474,12 +475,6 @@ type exploreRun struct {
 	served   string
 	crash    chan struct{}
 
-	// fresh: a reference run, whose cached reads first wait (up to
-	// freshLimit) until the cache shows what the controller's own writes
-	// were answered with (want, by kind and object).
-	fresh bool
-	want  map[wantKey]wantVersion
-
 	settled bool
 	counts  map[string]int
 	effects map[string]int
@@ -493,9 +488,8 @@ func (r *exploreRun) run(ctx context.Context) error {
 	r.gate = newViewGate()
 	r.gate.served = r.snapshotServed
 	r.ordinals, r.creates, r.counts = map[string]int{}, map[string]int{}, map[string]int{}
-	r.answered, r.reconciles, r.reconcileN = map[string]string{}, map[string]string{}, map[string]int{}
+	r.answered, r.reconciles, r.reconcileN = map[answerKey]answer{}, map[string]string{}, map[string]int{}
 	r.deliveries = map[client.ObjectKey][]delivery{}
-	r.want = map[wantKey]wantVersion{}
 	r.crash = make(chan struct{})
 	if err := r.direct.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: r.ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("explore %s: namespace: %w", r.ns, err)
@@ -859,22 +853,16 @@ func (r *exploreRun) write(ctx context.Context, by string, gen int, stopped <-ch
 		if err == nil && verb == "create" {
 			r.creates[kind]++
 		}
-		id := fmt.Sprintf("%d/%s/%s", gen, kind, w.key)
-		known := r.answered[id]
+		id := answerKey{gen: gen, kind: kind, key: w.key}
+		known := r.answered[id].rv
 		if precondition != "" && known != "" && older(precondition, known) {
 			r.staleWrites = append(r.staleWrites, fmt.Sprintf("%s sent resourceVersion %s as the precondition of its %s of %s %s, after a write of that object had been answered %s", orController(reconcile), precondition, verb, kind, w.key, known))
 		}
-		if err == nil && told && verb != "delete" && (known == "" || older(known, w.after)) {
-			r.answered[id] = w.after
-		}
-		if r.fresh && err == nil {
-			k := wantKey{kind: kind, key: w.key}
-			switch {
-			case verb == "delete":
-				r.want[k] = wantVersion{gvk: gvk, gone: true}
-			case w.after != "" && (r.want[k].rv == "" || older(r.want[k].rv, w.after)):
-				r.want[k] = wantVersion{gvk: gvk, rv: w.after}
-			}
+		switch {
+		case err == nil && verb == "delete":
+			r.answered[id] = answer{gvk: gvk, rv: known, gone: true}
+		case err == nil && told && (known == "" || older(known, w.after)):
+			r.answered[id] = answer{gvk: gvk, rv: w.after}
 		}
 	}
 	// The workload's next write of the withheld object ends the hold:
@@ -1280,23 +1268,25 @@ type recordingCache struct {
 }
 
 func (c *recordingCache) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	if c.run.fresh {
-		c.catchUp(ctx, kindName(c.run.opts.Scheme, obj), func(k client.ObjectKey) bool { return k == key }, func(schema.GroupVersionKind) client.Object {
+	kind := kindName(c.run.opts.Scheme, obj)
+	if c.run.fresh() {
+		c.catchUp(ctx, kind, func(k client.ObjectKey) bool { return k == key }, func(schema.GroupVersionKind) client.Object {
 			o, _ := obj.DeepCopyObject().(client.Object)
 			return o
 		})
 	}
 	err := c.Cache.Get(ctx, key, obj, opts...)
 	if err == nil {
-		c.run.read(ctx, kindName(c.run.opts.Scheme, obj), key, false, obj.GetResourceVersion(), 1, true)
+		c.run.read(ctx, kind, key, false, obj.GetResourceVersion(), 1, true)
 	}
 	return err
 }
 
 func (c *recordingCache) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
-	if c.run.fresh {
+	kind := kindName(c.run.opts.Scheme, list)
+	if c.run.fresh() {
 		ns := (&client.ListOptions{}).ApplyOptions(opts).Namespace
-		c.catchUp(ctx, kindName(c.run.opts.Scheme, list), func(k client.ObjectKey) bool { return ns == "" || k.Namespace == ns }, func(gvk schema.GroupVersionKind) client.Object {
+		c.catchUp(ctx, kind, func(k client.ObjectKey) bool { return ns == "" || k.Namespace == ns }, func(gvk schema.GroupVersionKind) client.Object {
 			return itemLike(list, gvk, c.run.opts.Scheme)
 		})
 	}
@@ -1304,7 +1294,6 @@ func (c *recordingCache) List(ctx context.Context, list client.ObjectList, opts 
 	if err != nil {
 		return err
 	}
-	kind := kindName(c.run.opts.Scheme, list)
 	c.run.mu.Lock()
 	w := c.run.waiting
 	c.run.mu.Unlock()
@@ -1326,18 +1315,23 @@ func (c *recordingCache) List(ctx context.Context, list client.ObjectList, opts 
 // as the cache has it.
 const freshLimit = 2 * time.Second
 
-// wantKey and wantVersion: what a reference run's controller wrote of an
-// object, and the version its cache must show (or the deletion) before a
-// read of that kind is served.
-type wantKey struct {
+// fresh reports whether r is a reference run (it has no plan): its cached
+// reads first wait, up to freshLimit, until the cache shows what the
+// controller's own writes were answered with (catchUp).
+func (r *exploreRun) fresh() bool { return r.plan == nil }
+
+// answerKey and answer: what the controller of one manager (gen) wrote of
+// an object, and what the server answered.
+type answerKey struct {
+	gen  int
 	kind string
 	key  client.ObjectKey
 }
 
-type wantVersion struct {
+type answer struct {
 	gvk  schema.GroupVersionKind
 	rv   string // the newest version a write was answered with
-	gone bool   // deleted by the controller: gone, or marked for deletion
+	gone bool   // deleted by the controller since: gone, or marked for deletion
 }
 
 // catchUp makes a reference run's read a fresh one: it waits until the
@@ -1352,9 +1346,9 @@ type wantVersion struct {
 func (c *recordingCache) catchUp(ctx context.Context, kind string, matching func(client.ObjectKey) bool, empty func(schema.GroupVersionKind) client.Object) {
 	r := c.run
 	r.mu.Lock()
-	var keys []wantKey
-	for k := range r.want {
-		if k.kind == kind && matching(k.key) {
+	var keys []answerKey
+	for k := range r.answered {
+		if k.gen == r.generation && k.kind == kind && matching(k.key) {
 			keys = append(keys, k)
 		}
 	}
@@ -1362,12 +1356,15 @@ func (c *recordingCache) catchUp(ctx context.Context, kind string, matching func
 	if len(keys) == 0 {
 		return
 	}
+	// What the API server has of an object the cache does not show as
+	// written, read once: it tells a lag from a change made since.
+	live := map[answerKey]client.Object{}
 	_ = wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, freshLimit, true, func(ctx context.Context) (bool, error) {
 		for _, k := range keys {
 			r.mu.Lock()
-			want := r.want[k]
+			want := r.answered[k]
 			r.mu.Unlock()
-			if !c.shows(ctx, k.key, want, empty) {
+			if !c.shows(ctx, k, want, empty, live) {
 				return false, nil
 			}
 		}
@@ -1375,17 +1372,17 @@ func (c *recordingCache) catchUp(ctx context.Context, kind string, matching func
 	})
 }
 
-// shows reports whether the cache shows want of the object at key: the
+// shows reports whether the cache shows want of the object at k: the
 // version (or a newer one), or the object gone or terminating; or else
-// what the API server has now (the object since deleted by someone else,
-// or made anew under its name). A read that fails for another reason than
-// NotFound is not a lag and is not waited on.
-func (c *recordingCache) shows(ctx context.Context, key client.ObjectKey, want wantVersion, empty func(schema.GroupVersionKind) client.Object) bool {
+// what the API server had when first asked (the object since deleted by
+// someone else, or made anew under its name), kept in live. A read that
+// fails for another reason than NotFound is not a lag and is not waited on.
+func (c *recordingCache) shows(ctx context.Context, k answerKey, want answer, empty func(schema.GroupVersionKind) client.Object, live map[answerKey]client.Object) bool {
 	cached := empty(want.gvk)
 	if cached == nil {
 		return true
 	}
-	err := c.Cache.Get(ctx, key, cached)
+	err := c.Cache.Get(ctx, k.key, cached)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return true
 	}
@@ -1393,15 +1390,22 @@ func (c *recordingCache) shows(ctx context.Context, key client.ObjectKey, want w
 	if want.gone && (!found || cached.GetDeletionTimestamp() != nil) || !want.gone && found && !older(cached.GetResourceVersion(), want.rv) {
 		return true
 	}
-	live := empty(want.gvk)
-	lerr := c.run.direct.Get(ctx, key, live)
-	if lerr != nil && !apierrors.IsNotFound(lerr) {
-		return true
+	now, asked := live[k]
+	if !asked {
+		o := empty(want.gvk)
+		switch lerr := c.run.direct.Get(ctx, k.key, o); {
+		case apierrors.IsNotFound(lerr):
+		case lerr != nil:
+			return true
+		default:
+			now = o
+		}
+		live[k] = now
 	}
-	if lerr != nil {
+	if now == nil {
 		return !found
 	}
-	return found && !older(cached.GetResourceVersion(), live.GetResourceVersion())
+	return found && !older(cached.GetResourceVersion(), now.GetResourceVersion())
 }
 
 // itemLike returns an empty object of gvk in the form of list's items:

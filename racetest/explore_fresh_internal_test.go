@@ -101,17 +101,21 @@ func (c *scriptedCache) count() int {
 
 var cmKey = client.ObjectKey{Namespace: "ns", Name: "cm"}
 
-// freshRun is a reference run whose controller wrote the ConfigMap (want),
-// its cache scripted and its API server a fake holding live (nil: none).
-func freshRun(t *testing.T, fresh bool, want wantVersion, live *corev1.ConfigMap, script ...view) (*recordingCache, *scriptedCache) {
+// freshRun is a run whose controller wrote the ConfigMap (want), its cache
+// scripted and its API server a fake holding live (nil: none): the
+// reference when fresh, else a plan's.
+func freshRun(t *testing.T, fresh bool, want answer, live *corev1.ConfigMap, script ...view) (*recordingCache, *scriptedCache) {
 	t.Helper()
 	b := fake.NewClientBuilder().WithScheme(clientgoscheme.Scheme)
 	if live != nil {
 		b = b.WithObjects(live)
 	}
 	want.gvk = corev1.SchemeGroupVersion.WithKind("ConfigMap")
-	r := &exploreRun{opts: ExploreOptions{Scheme: clientgoscheme.Scheme}, direct: b.Build(), fresh: fresh,
-		want: map[wantKey]wantVersion{{kind: "ConfigMap", key: cmKey}: want}}
+	r := &exploreRun{opts: ExploreOptions{Scheme: clientgoscheme.Scheme}, direct: b.Build(),
+		answered: map[answerKey]answer{{kind: "ConfigMap", key: cmKey}: want}}
+	if !fresh {
+		r.plan = &Plan{}
+	}
 	sc := &scriptedCache{script: script}
 	return &recordingCache{Cache: sc, run: r}, sc
 }
@@ -119,7 +123,7 @@ func freshRun(t *testing.T, fresh bool, want wantVersion, live *corev1.ConfigMap
 func TestReferenceReadsWaitForTheControllersOwnWrites(t *testing.T) {
 	ctx := t.Context()
 	t.Run("Get", func(t *testing.T) {
-		c, sc := freshRun(t, true, wantVersion{rv: "7"}, nil, view{rv: "5"}, view{rv: "5"}, view{rv: "6"}, view{rv: "7"})
+		c, sc := freshRun(t, true, answer{rv: "7"}, nil, view{rv: "5"}, view{rv: "5"}, view{rv: "6"}, view{rv: "7"})
 		var cm corev1.ConfigMap
 		if err := c.Get(ctx, cmKey, &cm); err != nil {
 			t.Fatal(err)
@@ -132,7 +136,7 @@ func TestReferenceReadsWaitForTheControllersOwnWrites(t *testing.T) {
 		}
 	})
 	t.Run("List", func(t *testing.T) {
-		c, _ := freshRun(t, true, wantVersion{rv: "7"}, nil, view{rv: "5"}, view{rv: "6"}, view{rv: "7"})
+		c, _ := freshRun(t, true, answer{rv: "7"}, nil, view{rv: "5"}, view{rv: "6"}, view{rv: "7"})
 		var list corev1.ConfigMapList
 		if err := c.List(ctx, &list, client.InNamespace("ns")); err != nil {
 			t.Fatal(err)
@@ -144,7 +148,7 @@ func TestReferenceReadsWaitForTheControllersOwnWrites(t *testing.T) {
 	// The read's form is the form the cache is read in while waiting, so
 	// that no informer of another form is started.
 	t.Run("MetadataOnlyGet", func(t *testing.T) {
-		c, sc := freshRun(t, true, wantVersion{rv: "7"}, nil, view{rv: "5"}, view{rv: "7"})
+		c, sc := freshRun(t, true, answer{rv: "7"}, nil, view{rv: "5"}, view{rv: "7"})
 		pom := &metav1.PartialObjectMetadata{}
 		pom.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
 		if err := c.Get(ctx, cmKey, pom); err != nil {
@@ -155,7 +159,7 @@ func TestReferenceReadsWaitForTheControllersOwnWrites(t *testing.T) {
 		}
 	})
 	t.Run("UnstructuredList", func(t *testing.T) {
-		c, sc := freshRun(t, true, wantVersion{rv: "7"}, nil, view{rv: "5"}, view{rv: "7"})
+		c, sc := freshRun(t, true, answer{rv: "7"}, nil, view{rv: "5"}, view{rv: "7"})
 		list := &unstructured.UnstructuredList{}
 		list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMapList"))
 		if err := c.List(ctx, list, client.InNamespace("ns")); err != nil {
@@ -166,7 +170,7 @@ func TestReferenceReadsWaitForTheControllersOwnWrites(t *testing.T) {
 		}
 	})
 	t.Run("ListOfAnotherNamespaceDoesNotWait", func(t *testing.T) {
-		c, sc := freshRun(t, true, wantVersion{rv: "7"}, nil, view{rv: "5"})
+		c, sc := freshRun(t, true, answer{rv: "7"}, nil, view{rv: "5"})
 		var list corev1.ConfigMapList
 		if err := c.List(ctx, &list, client.InNamespace("other")); err != nil {
 			t.Fatal(err)
@@ -176,14 +180,14 @@ func TestReferenceReadsWaitForTheControllersOwnWrites(t *testing.T) {
 		}
 	})
 	t.Run("Deletion", func(t *testing.T) {
-		c, _ := freshRun(t, true, wantVersion{gone: true}, nil, view{rv: "5"}, view{rv: "5"}, view{missing: true})
+		c, _ := freshRun(t, true, answer{gone: true}, nil, view{rv: "5"}, view{rv: "5"}, view{missing: true})
 		err := c.Get(ctx, cmKey, &corev1.ConfigMap{})
 		if !apierrors.IsNotFound(err) {
 			t.Errorf("Get after the controller's delete: %v, want NotFound", err)
 		}
 	})
 	t.Run("DeletionWithFinalizers", func(t *testing.T) {
-		c, _ := freshRun(t, true, wantVersion{gone: true}, nil, view{rv: "5"}, view{rv: "6", deleting: true})
+		c, _ := freshRun(t, true, answer{gone: true}, nil, view{rv: "5"}, view{rv: "6", deleting: true})
 		var cm corev1.ConfigMap
 		if err := c.Get(ctx, cmKey, &cm); err != nil || cm.DeletionTimestamp == nil {
 			t.Errorf("Get after the controller's delete: %v, deletionTimestamp %v; want the terminating object", err, cm.DeletionTimestamp)
@@ -192,7 +196,7 @@ func TestReferenceReadsWaitForTheControllersOwnWrites(t *testing.T) {
 	// Someone else deleted the object since: the cache's NotFound is the
 	// present, not a lag, and the read does not wait out freshLimit.
 	t.Run("GoneSinceIsNotWaitedOn", func(t *testing.T) {
-		c, sc := freshRun(t, true, wantVersion{rv: "7"}, nil, view{missing: true})
+		c, sc := freshRun(t, true, answer{rv: "7"}, nil, view{missing: true})
 		start := time.Now()
 		if err := c.Get(ctx, cmKey, &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
 			t.Errorf("Get: %v, want NotFound", err)
@@ -204,7 +208,7 @@ func TestReferenceReadsWaitForTheControllersOwnWrites(t *testing.T) {
 	// The object is there live and the cache has not seen it: a lag.
 	t.Run("CreatedNotYetSeen", func(t *testing.T) {
 		live := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cm"}}
-		c, sc := freshRun(t, true, wantVersion{rv: "1"}, live, view{missing: true}, view{missing: true}, view{rv: "1"})
+		c, sc := freshRun(t, true, answer{rv: "1"}, live, view{missing: true}, view{missing: true}, view{rv: "1"})
 		var cm corev1.ConfigMap
 		if err := c.Get(ctx, cmKey, &cm); err != nil {
 			t.Fatal(err)
@@ -215,7 +219,7 @@ func TestReferenceReadsWaitForTheControllersOwnWrites(t *testing.T) {
 	})
 	t.Run("AnErrorIsNotALag", func(t *testing.T) {
 		boom := errors.New("boom")
-		c, sc := freshRun(t, true, wantVersion{rv: "7"}, nil, view{err: boom})
+		c, sc := freshRun(t, true, answer{rv: "7"}, nil, view{err: boom})
 		if err := c.Get(ctx, cmKey, &corev1.ConfigMap{}); !errors.Is(err, boom) {
 			t.Errorf("Get: %v, want the cache's error", err)
 		}
@@ -224,7 +228,7 @@ func TestReferenceReadsWaitForTheControllersOwnWrites(t *testing.T) {
 		}
 	})
 	t.Run("PlansReadAsTheCacheHasIt", func(t *testing.T) {
-		c, sc := freshRun(t, false, wantVersion{rv: "7"}, nil, view{rv: "5"}, view{rv: "7"})
+		c, sc := freshRun(t, false, answer{rv: "7"}, nil, view{rv: "5"}, view{rv: "7"})
 		var cm corev1.ConfigMap
 		if err := c.Get(ctx, cmKey, &cm); err != nil {
 			t.Fatal(err)

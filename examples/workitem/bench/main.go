@@ -147,7 +147,6 @@ func main() {
 	if *rounds < 1 {
 		fail(fmt.Errorf("--rounds %d: want at least 1", *rounds))
 	}
-	var reps []scenario.Report
 	var runs []roundRun
 	for round := range *rounds {
 		for _, n := range splitInts(*items) {
@@ -164,7 +163,6 @@ func main() {
 						fmt.Fprintf(os.Stderr, "%s: %d items, lag %s: %v\n", k, n, lag, err)
 						rep.Error = err.Error()
 					}
-					reps = append(reps, rep)
 					runs = append(runs, roundRun{round: round, rep: rep})
 				}
 			}
@@ -183,6 +181,10 @@ func main() {
 		writeCapacity(md, capacity)
 	}
 	fmt.Fprintf(mw, "burst deadline %s; setup deadline %s\n\n", *timeout, setupNote(*setupTimeout))
+	reps := make([]scenario.Report, len(runs))
+	for i, run := range runs {
+		reps[i] = run.rep
+	}
 	writeMarkdown(mw, reps, capacity)
 	fmt.Fprintln(mw)
 	writeGoals(mw, reps, capacity, 1000, 500*time.Millisecond)
