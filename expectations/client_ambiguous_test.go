@@ -81,15 +81,7 @@ func TestClientAmbiguousWriteOfAnObjectGoneNeverGoesBackInTime(t *testing.T) {
 					}
 					return apierrors.NewInternalError(errors.New("answer lost"))
 				}
-				wrapped := interceptor.NewClient(server, funcs)
-				opts := expectations.ClientOptions{Name: "client-ambiguous-gone-" + name, APIReader: server}
-				if shared {
-					opts.Tracker = expectations.New(expectations.Options{Name: opts.Name})
-				}
-				c, err := expectations.NewClient(wrapped, opts)
-				if err != nil {
-					t.Fatal(err)
-				}
+				c := ambiguousClient(t, server, funcs, "client-ambiguous-gone-"+name, shared)
 				res, err := c.Prime(ctx, server, &corev1.ConfigMapList{})
 				if err != nil || res.Behind != 1 {
 					t.Fatalf("Prime = %+v, %v; want the cached item behind", res, err)
@@ -185,15 +177,7 @@ func TestClientAmbiguousStatusWriteIsReadBack(t *testing.T) {
 					}
 					return apierrors.NewInternalError(errors.New("answer lost"))
 				}
-				wrapped := interceptor.NewClient(server, funcs)
-				opts := expectations.ClientOptions{Name: "client-ambiguous-status-" + name, APIReader: server}
-				if shared {
-					opts.Tracker = expectations.New(expectations.Options{Name: opts.Name})
-				}
-				c, err := expectations.NewClient(wrapped, opts)
-				if err != nil {
-					t.Fatal(err)
-				}
+				c := ambiguousClient(t, server, funcs, "client-ambiguous-status-"+name, shared)
 				item := &corev1.Pod{}
 				if err := c.Get(ctx, key, item); err != nil || item.Status.Phase != corev1.PodFailed {
 					t.Fatalf("Get before the write = %v, phase %q; want the cache's copy, Failed", err, item.Status.Phase)
@@ -214,4 +198,20 @@ func TestClientAmbiguousStatusWriteIsReadBack(t *testing.T) {
 			})
 		}
 	}
+}
+
+// ambiguousClient is an expectations.Client named name on server, wrapped
+// in funcs (which lose answers), reading ambiguous writes back from server,
+// with a Tracker of its own when shared.
+func ambiguousClient(t *testing.T, server client.WithWatch, funcs interceptor.Funcs, name string, shared bool) *expectations.Client {
+	t.Helper()
+	opts := expectations.ClientOptions{Name: name, APIReader: server}
+	if shared {
+		opts.Tracker = expectations.New(expectations.Options{Name: name})
+	}
+	c, err := expectations.NewClient(interceptor.NewClient(server, funcs), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
