@@ -205,6 +205,20 @@ func TestReferenceReadsWaitForTheControllersOwnWrites(t *testing.T) {
 			t.Errorf("the cache was read %d times in %v, want 2 (the check, the read) and no wait", sc.count(), time.Since(start))
 		}
 	})
+	// The controller deleted it and someone else made it anew under its
+	// name: the cache showing the new object is the present, not a lag.
+	t.Run("RecreatedSinceIsNotWaitedOn", func(t *testing.T) {
+		live := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cm"}}
+		c, sc := freshRun(t, true, answer{gone: true}, live, view{rv: "999"})
+		start := time.Now()
+		var cm corev1.ConfigMap
+		if err := c.Get(ctx, cmKey, &cm); err != nil || cm.ResourceVersion != "999" {
+			t.Errorf("Get: %v at %q, want the new object at 999", err, cm.ResourceVersion)
+		}
+		if sc.count() != 2 || time.Since(start) >= freshLimit {
+			t.Errorf("the cache was read %d times in %v, want 2 (the check, the read) and no wait", sc.count(), time.Since(start))
+		}
+	})
 	// The object is there live and the cache has not seen it: a lag.
 	t.Run("CreatedNotYetSeen", func(t *testing.T) {
 		live := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cm"}}
