@@ -437,7 +437,8 @@ func (c *Client) List(ctx context.Context, list client.ObjectList, opts ...clien
 			return refuse("a write of this kind ended ambiguously and could not be read back")
 		}
 	}
-	own := c.s.ofKind(gk, lo.Namespace)
+	f := formOf(list)
+	own := c.s.ofKind(gk, lo.Namespace, f)
 	for k, e := range own {
 		if c.s.expired(e, now) {
 			delete(own, k)
@@ -457,7 +458,6 @@ func (c *Client) List(ctx context.Context, list client.ObjectList, opts ...clien
 	if err := c.inner.List(ctx, list, opts...); err != nil {
 		return err
 	}
-	f := formOf(list)
 	items, err := meta.ExtractList(list)
 	if err != nil {
 		return fmt.Errorf("list %s: %w", gk, err)
@@ -511,13 +511,15 @@ func (c *Client) List(ctx context.Context, list client.ObjectList, opts ...clien
 	// This client's writes the cache lacks: created, not yet delivered.
 	var added []client.Object
 	for key, e := range own {
-		if e.has(f) || e.state == ownGone || e.state == ownDeleting {
+		if e.state == ownGone || e.state == ownDeleting {
+			c.caughtUpUnlisted(ctx, gk, key, e, f, newItem(list, items))
 			continue
 		}
 		if e.state != ownWritten || e.obj == nil {
 			return refuse(fmt.Sprintf("%s cannot be shown as this client last wrote it", key))
 		}
 		if !sel.Matches(labels.Set(e.obj.GetLabels())) {
+			c.caughtUpUnlisted(ctx, gk, key, e, f, newItem(list, items))
 			continue
 		}
 		out, err := c.ownItem(newItem(list, items), e)
@@ -547,6 +549,35 @@ func (c *Client) List(ctx context.Context, list client.ObjectList, opts ...clien
 		c.metrics().cache.Inc()
 	}
 	return nil
+}
+
+// caughtUpUnlisted asks the cache, as a Get of key would, whether it has
+// caught up with e, a write the List did not show: a deletion, or an
+// object whose labels the selector does not match. A List's absence alone
+// does not tell (the cache may hold an older version the selector leaves
+// out); without this, such an entry would be read again by every List of
+// its kind and namespace until the TTL. like is an item in the list's form.
+func (c *Client) caughtUpUnlisted(ctx context.Context, gk schema.GroupKind, key client.ObjectKey, e *ownEntry, f form, like runtime.Object) {
+	o, ok := like.(client.Object)
+	if !ok {
+		return
+	}
+	fresh, pool, err := scratchLike(o, f)
+	if err != nil {
+		return
+	}
+	defer giveBack(pool, fresh)
+	var cached client.Object = fresh
+	if err := c.inner.Get(ctx, key, fresh, shallowOnly...); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return
+		}
+		cached = nil
+	}
+	if _, caught := decide(e, cached); caught && c.s.caughtUp(sessionKey{gk: gk, ObjectKey: key}, e, f) {
+		c.metrics().caughtUp.Inc()
+		c.metrics().pending.Set(float64(c.s.n.Load()))
+	}
 }
 
 // hasManagedFields reports whether obj carries managedFields, without

@@ -74,6 +74,9 @@ type session struct {
 	ttl time.Duration
 	mu  sync.RWMutex
 	m   map[sessionKey]*ownEntry
+	// byNS holds m's entries again by kind and namespace, then name: a List
+	// reads only its own kind and namespace, not every pending write.
+	byNS map[kindNS]map[string]*ownEntry
 	// barriers are (kind, namespace) pairs with an ambiguous write whose
 	// object could not be named or read back: their Lists are refused
 	// until the TTL, or until the cache is known to have reached the
@@ -85,7 +88,8 @@ type session struct {
 }
 
 func newSession(ttl time.Duration, now time.Time) *session {
-	s := &session{ttl: ttl, m: make(map[sessionKey]*ownEntry), barriers: make(map[sessionKey]barrier)}
+	s := &session{ttl: ttl, m: make(map[sessionKey]*ownEntry), byNS: make(map[kindNS]map[string]*ownEntry),
+		barriers: make(map[sessionKey]barrier)}
 	s.nextSweep.Store(addSaturated(now.UnixNano(), ttl))
 	return s
 }
@@ -101,6 +105,36 @@ func newer(a, b string) bool {
 	return err == nil && cmp >= 0
 }
 
+// kindNS is a kind in a namespace ("" for a cluster-scoped kind).
+type kindNS struct {
+	gk schema.GroupKind
+	ns string
+}
+
+// set makes e the entry of k, in m and byNS. The caller holds mu.
+func (s *session) set(k sessionKey, e *ownEntry) {
+	s.m[k] = e
+	kn := kindNS{gk: k.gk, ns: k.Namespace}
+	names := s.byNS[kn]
+	if names == nil {
+		names = make(map[string]*ownEntry)
+		s.byNS[kn] = names
+	}
+	names[k.Name] = e
+}
+
+// unset removes k from m and byNS. The caller holds mu.
+func (s *session) unset(k sessionKey) {
+	delete(s.m, k)
+	kn := kindNS{gk: k.gk, ns: k.Namespace}
+	if names := s.byNS[kn]; names != nil {
+		delete(names, k.Name)
+		if len(names) == 0 {
+			delete(s.byNS, kn)
+		}
+	}
+}
+
 // put records e under k unless a later write is recorded already (a late
 // response of a concurrent worker). It returns the change in the number of
 // entries.
@@ -109,14 +143,14 @@ func (s *session) put(k sessionKey, e *ownEntry) {
 	prev, found := s.m[k]
 	switch {
 	case !found:
-		s.m[k] = e
+		s.set(k, e)
 		s.n.Add(1)
 	case prev.state == ownUnknown || e.state == ownUnknown || newer(e.rv, prev.rv):
 		// An equal resourceVersion: the deletion of what was written wins.
 		if e.rv == prev.rv && prev.state == ownGone && e.state == ownWritten {
 			break
 		}
-		s.m[k] = e
+		s.set(k, e)
 	}
 	s.mu.Unlock()
 }
@@ -140,7 +174,7 @@ func (s *session) caughtUp(k sessionKey, e *ownEntry, f form) bool {
 	caught := form(e.caught.Load()) | f
 	e.caught.Store(uint32(caught))
 	if caught == allForms {
-		delete(s.m, k)
+		s.unset(k)
 		s.n.Add(-1)
 	}
 	return true
@@ -150,7 +184,7 @@ func (s *session) caughtUp(k sessionKey, e *ownEntry, f form) bool {
 func (s *session) drop(k sessionKey, e *ownEntry) {
 	s.mu.Lock()
 	if cur, found := s.m[k]; found && cur == e {
-		delete(s.m, k)
+		s.unset(k)
 		s.n.Add(-1)
 	}
 	s.mu.Unlock()
@@ -224,19 +258,31 @@ func (s *session) barred(gk schema.GroupKind, ns string, now time.Time, reached 
 }
 
 // ofKind returns the entries of gk in namespace ns (every namespace when
-// ns is empty), with their keys.
-func (s *session) ofKind(gk schema.GroupKind, ns string) map[client.ObjectKey]*ownEntry {
+// ns is empty) that form f's cache has not caught up with, with their keys.
+// It reads only the kind's namespaces, not every pending write.
+func (s *session) ofKind(gk schema.GroupKind, ns string, f form) map[client.ObjectKey]*ownEntry {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	var out map[client.ObjectKey]*ownEntry
-	for k, e := range s.m {
-		if k.gk != gk || (ns != "" && k.Namespace != ns) {
-			continue
+	add := func(ns string, names map[string]*ownEntry) {
+		for name, e := range names {
+			if e.has(f) {
+				continue
+			}
+			if out == nil {
+				out = make(map[client.ObjectKey]*ownEntry)
+			}
+			out[client.ObjectKey{Namespace: ns, Name: name}] = e
 		}
-		if out == nil {
-			out = make(map[client.ObjectKey]*ownEntry)
+	}
+	if ns != "" {
+		add(ns, s.byNS[kindNS{gk: gk, ns: ns}])
+		return out
+	}
+	for kn, names := range s.byNS {
+		if kn.gk == gk {
+			add(kn.ns, names)
 		}
-		out[k.ObjectKey] = e
 	}
 	return out
 }
@@ -253,7 +299,7 @@ func (s *session) sweep(now time.Time) int {
 	dropped := 0
 	for k, e := range s.m {
 		if now.Sub(e.at) >= s.ttl {
-			delete(s.m, k)
+			s.unset(k)
 			dropped++
 		}
 	}
