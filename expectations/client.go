@@ -272,9 +272,8 @@ func (c *Client) Get(ctx context.Context, key client.ObjectKey, obj client.Objec
 		cached = nil
 	}
 	d, caught := decide(e, cached)
-	if caught && c.s.caughtUp(sk, e, f) {
-		c.metrics().caughtUp.Inc()
-		c.metrics().pending.Set(float64(c.s.n.Load()))
+	if caught {
+		c.caughtUp(sk, e, f)
 	}
 	switch d {
 	case serveCache:
@@ -486,9 +485,8 @@ func (c *Client) List(ctx context.Context, list client.ObjectList, opts ...clien
 			continue
 		}
 		d, caught := decide(e, o)
-		if caught && c.s.caughtUp(sessionKey{gk: gk, ObjectKey: key}, e, f) {
-			c.metrics().caughtUp.Inc()
-			c.metrics().pending.Set(float64(c.s.n.Load()))
+		if caught {
+			c.caughtUp(sessionKey{gk: gk, ObjectKey: key}, e, f)
 		}
 		switch d {
 		case serveCache:
@@ -510,19 +508,20 @@ func (c *Client) List(ctx context.Context, list client.ObjectList, opts ...clien
 	}
 	// This client's writes the cache lacks: created, not yet delivered.
 	var added []client.Object
+	like := newItem(list, items)
 	for key, e := range own {
 		if e.state == ownGone || e.state == ownDeleting {
-			c.caughtUpUnlisted(ctx, gk, key, e, f, newItem(list, items))
+			c.caughtUpUnlisted(ctx, gk, key, e, f, like)
 			continue
 		}
 		if e.state != ownWritten || e.obj == nil {
 			return refuse(fmt.Sprintf("%s cannot be shown as this client last wrote it", key))
 		}
 		if !sel.Matches(labels.Set(e.obj.GetLabels())) {
-			c.caughtUpUnlisted(ctx, gk, key, e, f, newItem(list, items))
+			c.caughtUpUnlisted(ctx, gk, key, e, f, like)
 			continue
 		}
-		out, err := c.ownItem(newItem(list, items), e)
+		out, err := c.ownItem(like, e)
 		if err != nil {
 			return refuse(fmt.Sprintf("%s: %v", key, err))
 		}
@@ -574,7 +573,15 @@ func (c *Client) caughtUpUnlisted(ctx context.Context, gk schema.GroupKind, key 
 		}
 		cached = nil
 	}
-	if _, caught := decide(e, cached); caught && c.s.caughtUp(sessionKey{gk: gk, ObjectKey: key}, e, f) {
+	if _, caught := decide(e, cached); caught {
+		c.caughtUp(sessionKey{gk: gk, ObjectKey: key}, e, f)
+	}
+}
+
+// caughtUp marks form f of k caught up with e and counts it, if e was
+// still pending for f.
+func (c *Client) caughtUp(k sessionKey, e *ownEntry, f form) {
+	if c.s.caughtUp(k, e, f) {
 		c.metrics().caughtUp.Inc()
 		c.metrics().pending.Set(float64(c.s.n.Load()))
 	}
