@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -55,6 +56,41 @@ type roundRatio struct {
 
 func (r roundRatio) median() float64 { return median(r.ratios) }
 
+// geoMean is the geometric mean of the ratios with a two-sided 95%
+// confidence interval (Student's t on the logarithms, the rounds taken as
+// independent pairs). ok is false with fewer than two ratios.
+func (r roundRatio) geoMean() (mean, lo, hi float64, ok bool) {
+	n := len(r.ratios)
+	if n < 2 {
+		return 0, 0, 0, false
+	}
+	var sum float64
+	logs := make([]float64, n)
+	for i, x := range r.ratios {
+		logs[i] = math.Log(x)
+		sum += logs[i]
+	}
+	m := sum / float64(n)
+	var ss float64
+	for _, l := range logs {
+		ss += (l - m) * (l - m)
+	}
+	half := t975(n-1) * math.Sqrt(ss/float64(n-1)/float64(n))
+	return math.Exp(m), math.Exp(m - half), math.Exp(m + half), true
+}
+
+// t975 is the 97.5th percentile of Student's t with df degrees of freedom
+// (df >= 1); beyond 30, the normal's 1.96.
+func t975(df int) float64 {
+	table := [...]float64{12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+		2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+		2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042}
+	if df >= 1 && df <= len(table) {
+		return table[df-1]
+	}
+	return 1.96
+}
+
 // ratiosOf pairs the drop-in port's run with each peer's run of the same
 // round in one cell. A round in which either did not finish is left out.
 func ratiosOf(runs []roundRun, cell cellKey, of scenario.Kind, peers []scenario.Kind) []roundRatio {
@@ -102,7 +138,10 @@ func median(xs []float64) float64 {
 
 // writeRounds prints, per cell, every controller's items/s in each round
 // with the median, then the drop-in port's ratio to the full port and to the
-// post-mortem's hand fix, round by round.
+// post-mortem's hand fix, round by round, with the ratios' median, lowest
+// and geometric mean. The mean's 95% interval says whether a cell's rounds
+// tell the two controllers apart at all: an interval that holds 1.00 is a
+// tie at this many rounds.
 func writeRounds(w io.Writer, runs []roundRun, rounds int) {
 	var cells []cellKey
 	var kinds []scenario.Kind
@@ -148,8 +187,8 @@ func writeRounds(w io.Writer, runs []roundRun, rounds int) {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "%s against its peers, items/s over the peer's in the same round:\n\n", scenario.NaiveClient)
-	fmt.Fprintln(w, "| items | lag | peer | per round | median | lowest |")
-	fmt.Fprintln(w, "|---:|---:|---|---|---:|---:|")
+	fmt.Fprintln(w, "| items | lag | peer | per round | median | lowest | geometric mean (95% interval) |")
+	fmt.Fprintln(w, "|---:|---:|---|---|---:|---:|---:|")
 	for _, c := range cells {
 		for _, rr := range ratiosOf(runs, c, scenario.NaiveClient, []scenario.Kind{scenario.Racesafe, scenario.NaiveFix2}) {
 			if len(rr.ratios) == 0 {
@@ -159,7 +198,11 @@ func writeRounds(w io.Writer, runs []roundRun, rounds int) {
 			for i, x := range rr.ratios {
 				per[i] = strconv.FormatFloat(x, 'f', 2, 64)
 			}
-			fmt.Fprintf(w, "| %d | %s | %s | %s | %.2fx | %.2fx |\n", c.items, c.lag, rr.peer, strings.Join(per, ", "), rr.median(), slices.Min(rr.ratios))
+			gm := "-"
+			if m, lo, hi, ok := rr.geoMean(); ok {
+				gm = fmt.Sprintf("%.2fx (%.2f-%.2f)", m, lo, hi)
+			}
+			fmt.Fprintf(w, "| %d | %s | %s | %s | %.2fx | %.2fx | %s |\n", c.items, c.lag, rr.peer, strings.Join(per, ", "), rr.median(), slices.Min(rr.ratios), gm)
 		}
 	}
 }

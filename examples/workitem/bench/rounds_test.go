@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -87,11 +88,31 @@ func TestRatiosPairRunsOfTheSameRound(t *testing.T) {
 		"| naive+fix2 | 100 | 0s | 100.0 | 50.0 | 100.0 | failed | 100.0 |",
 		"| naive+client | 100 | 0s | 50.0 | 100.0 | 100.0 | 100.0 | 100.0 |",
 		"| naive+fix2 | 100 | 1s | 25.0 | - | - | - | 25.0 |",
-		"| 100 | 0s | naive+fix2 | 0.50, 2.00, 1.00 | 1.00x | 0.50x |",
+		"| 100 | 0s | naive+fix2 | 0.50, 2.00, 1.00 | 1.00x | 0.50x | 1.00x (0.18-5.60) |",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("rounds table lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+func TestGeoMeanInterval(t *testing.T) {
+	if _, _, _, ok := (roundRatio{ratios: []float64{1.2}}).geoMean(); ok {
+		t.Error("one round gave an interval")
+	}
+	// Ratios e^0.1 and e^-0.1 around 1: mean 1, the log's sample standard
+	// deviation sqrt(0.02), its standard error 0.1, and t(1) = 12.706.
+	m, lo, hi, ok := (roundRatio{ratios: []float64{math.Exp(0.1), math.Exp(-0.1)}}).geoMean()
+	if !ok || math.Abs(m-1) > 1e-9 || math.Abs(lo-math.Exp(-1.2706)) > 1e-9 || math.Abs(hi-math.Exp(1.2706)) > 1e-9 {
+		t.Errorf("geoMean = %v (%v-%v) %v, want 1 (%v-%v)", m, lo, hi, ok, math.Exp(-1.2706), math.Exp(1.2706))
+	}
+	// Equal ratios: no spread, the interval is the point.
+	m, lo, hi, _ = (roundRatio{ratios: []float64{1.1, 1.1, 1.1}}).geoMean()
+	if math.Abs(m-1.1) > 1e-9 || math.Abs(lo-1.1) > 1e-9 || math.Abs(hi-1.1) > 1e-9 {
+		t.Errorf("geoMean of 1.1 three times = %v (%v-%v)", m, lo, hi)
+	}
+	if t975(0) != 1.96 || t975(31) != 1.96 || t975(10) != 2.228 {
+		t.Errorf("t975: %v %v %v", t975(0), t975(31), t975(10))
 	}
 }
 
