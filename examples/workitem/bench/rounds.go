@@ -58,10 +58,12 @@ func (r roundRatio) median() float64 { return median(r.ratios) }
 
 // geoMean is the geometric mean of the ratios with a two-sided 95%
 // confidence interval (Student's t on the logarithms, the rounds taken as
-// independent pairs). ok is false with fewer than two ratios.
+// independent pairs). ok is false with fewer than two ratios, or when a
+// round's ratio is 0 (the drop-in port deleted nothing): a mean of logs has
+// no value then, and the median and lowest already show that round.
 func (r roundRatio) geoMean() (mean, lo, hi float64, ok bool) {
 	n := len(r.ratios)
-	if n < 2 {
+	if n < 2 || slices.Min(r.ratios) <= 0 {
 		return 0, 0, 0, false
 	}
 	var sum float64

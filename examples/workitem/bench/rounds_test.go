@@ -100,6 +100,11 @@ func TestGeoMeanInterval(t *testing.T) {
 	if _, _, _, ok := (roundRatio{ratios: []float64{1.2}}).geoMean(); ok {
 		t.Error("one round gave an interval")
 	}
+	// A round in which the drop-in port deleted nothing: no mean of logs,
+	// rather than NaN in the table.
+	if m, lo, hi, ok := (roundRatio{ratios: []float64{0, 1, 1.2}}).geoMean(); ok {
+		t.Errorf("a zero ratio gave %v (%v-%v)", m, lo, hi)
+	}
 	// Ratios e^0.1 and e^-0.1 around 1: mean 1, the log's sample standard
 	// deviation sqrt(0.02), its standard error 0.1, and t(1) = 12.706.
 	m, lo, hi, ok := (roundRatio{ratios: []float64{math.Exp(0.1), math.Exp(-0.1)}}).geoMean()
