@@ -4,13 +4,16 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/racesafe/racesafe/internal/testenv"
 )
 
 // The package starts no goroutine; the tests start writers, a cache and a
-// control plane, and must stop all of them. One goroutine is not theirs to
-// stop: controller-runtime wraps a metadata-only informer's watch in
-// watch.Filter, whose loop blocks for good on an event that arrives as the
-// informer stops (kubernetes/kubernetes#113254).
+// control plane, and must stop all of them. What is not theirs to stop is
+// in testenv.LeakOptions: a metadata-only informer's watch.Filter loop
+// (kubernetes/kubernetes#113254) and, on the oldest controller-runtime this
+// module supports, a priority queue deadlocked on ShutDown
+// (controller-runtime#3538).
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("k8s.io/apimachinery/pkg/watch.(*filteredWatch).loop"))
+	goleak.VerifyTestMain(m, testenv.LeakOptions()...)
 }

@@ -4,10 +4,14 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/racesafe/racesafe/internal/testenv"
 )
 
-// A metadata-only informer's watch.Filter loop can block for good on an event
-// that arrives as the informer stops (kubernetes/kubernetes#113254).
+// The goroutines that are not the tests' to stop: testenv.LeakOptions (a
+// metadata-only informer's watch.Filter loop; on the oldest
+// controller-runtime this module supports, a priority queue deadlocked on
+// ShutDown, controller-runtime#3538).
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("k8s.io/apimachinery/pkg/watch.(*filteredWatch).loop"))
+	goleak.VerifyTestMain(m, testenv.LeakOptions()...)
 }

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/racesafe/racesafe/internal/testenv"
 )
 
 func TestMain(m *testing.M) {
@@ -16,5 +18,6 @@ func TestMain(m *testing.M) {
 	if err := os.Setenv("KUBE_FEATURE_WatchListClient", "false"); err != nil {
 		panic(err)
 	}
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("k8s.io/apimachinery/pkg/watch.(*filteredWatch).loop"))
+	// What is not the tests' to stop: testenv.LeakOptions.
+	goleak.VerifyTestMain(m, testenv.LeakOptions()...)
 }
