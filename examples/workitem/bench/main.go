@@ -238,8 +238,8 @@ func writeMarkdown(w io.Writer, reps []scenario.Report, c scenario.Capacity) {
 			r.DuplicateChildren, r.LeftChildren, r.DuplicateUninstalls, ms(r.P50), ms(r.P99), ms(r.Max), r.Throughput())
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| controller | items | lag | writes/item | writes/s | of capacity | child requests/item | round trips/item | mean round trip | worker time/item | workers busy | reconciles/item | waited reads (p50, max) |")
-	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(w, "| controller | items | lag | writes/item | writes/s | of capacity | child requests/item | round trips/item | mean round trip | worker time/item | workers busy | reconciles/item | waited reads (p50, max), in stalls | process stalls (longest) |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, r := range reps {
 		if r.Error != "" {
 			continue
@@ -251,14 +251,18 @@ func writeMarkdown(w io.Writer, reps []scenario.Report, c scenario.Capacity) {
 		}
 		waited := "0"
 		if r.Waited > 0 {
-			waited = fmt.Sprintf("%d of %d (%s, %s)", r.Waited, r.Reads, ms(r.WaitP50), ms(r.WaitMax))
+			waited = fmt.Sprintf("%d of %d (%s, %s), %d", r.Waited, r.Reads, ms(r.WaitP50), ms(r.WaitMax), r.WaitedInStalls)
 		}
-		fmt.Fprintf(w, "| %s | %d | %s | %.2f | %.0f | %.0f%% | %.2f | %.2f | %.1fms | %.1fms | %.0f%% | %.2f | %s |\n",
+		stalls := "0"
+		if r.Stalls > 0 {
+			stalls = fmt.Sprintf("%d (%s)", r.Stalls, ms(r.StallMax))
+		}
+		fmt.Fprintf(w, "| %s | %d | %s | %.2f | %.0f | %.0f%% | %.2f | %.2f | %.1fms | %.1fms | %.0f%% | %.2f | %s | %s |\n",
 			r.Controller, r.Items, r.Lag, float64(r.Writes())/n, r.WritesPerSecond(),
 			100*c.Fraction(r.StatusWrites, r.ObjectWrites, r.Elapsed), float64(child)/n,
 			float64(r.RoundTrips)/n, float64(r.MeanRoundTrip().Microseconds())/1000,
 			float64(r.ReconcileTime.Microseconds())/1000/n, 100*r.WorkersBusy(),
-			float64(r.Reconciles)/n, waited)
+			float64(r.Reconciles)/n, waited, stalls)
 	}
 }
 
@@ -306,7 +310,7 @@ func writeCSV(w io.Writer, runs []roundRun, c scenario.Capacity) error {
 	head := []string{"round", "controller", "items", "lag_ms", "error", "setup_ms", "setup_deadline_ms", "burst_deadline_ms", "deleted", "stuck", "last_gone_ms",
 		"duplicate_children", "left_children", "duplicate_uninstalls", "p50_ms", "p99_ms", "max_ms", "items_per_s", "reconciles",
 		"status_writes", "object_writes", "writes_per_s", "capacity_fraction", "reads", "waited_reads", "wait_p50_ms", "wait_max_ms",
-		"round_trips", "round_trip_ms", "reconcile_ms", "workers_busy"}
+		"round_trips", "round_trip_ms", "reconcile_ms", "workers_busy", "waited_reads_in_stalls", "stalls", "stall_max_ms"}
 	for _, v := range verbs {
 		head = append(head, v+"_requests")
 	}
@@ -323,7 +327,8 @@ func writeCSV(w io.Writer, runs []roundRun, c scenario.Capacity) error {
 			strconv.Itoa(r.StatusWrites), strconv.Itoa(r.ObjectWrites), strconv.FormatFloat(r.WritesPerSecond(), 'f', 1, 64),
 			strconv.FormatFloat(c.Fraction(r.StatusWrites, r.ObjectWrites, r.Elapsed), 'f', 3, 64),
 			strconv.Itoa(r.Reads), strconv.Itoa(r.Waited), msf(r.WaitP50), msf(r.WaitMax),
-			strconv.Itoa(r.RoundTrips), msf(r.RoundTripTime), msf(r.ReconcileTime), strconv.FormatFloat(r.WorkersBusy(), 'f', 3, 64)}
+			strconv.Itoa(r.RoundTrips), msf(r.RoundTripTime), msf(r.ReconcileTime), strconv.FormatFloat(r.WorkersBusy(), 'f', 3, 64),
+			strconv.Itoa(r.WaitedInStalls), strconv.Itoa(r.Stalls), msf(r.StallMax)}
 		for _, v := range verbs {
 			row = append(row, strconv.Itoa(r.Requests[v]))
 		}

@@ -90,6 +90,15 @@ type Report struct {
 	// cache Get takes microseconds), WaitP50 and WaitMax over them.
 	Reads, Waited    int
 	WaitP50, WaitMax time.Duration
+	// WaitedInStalls are the Waited that took under WaitThreshold outside
+	// the process's stalls: a goroutine of the controller's process that
+	// sleeps a millisecond at a time woke up late (by 2 ms or more) for
+	// the rest. Stalls are such late wake-ups of WaitThreshold or longer
+	// during the burst, StallMax the longest. A Get of a client that
+	// waits for its cache waits whether or not the process stalls.
+	WaitedInStalls int
+	Stalls         int
+	StallMax       time.Duration
 	// Error, set by callers that keep going, says why a run did not finish.
 	Error string
 }
@@ -195,6 +204,7 @@ func Run(ctx context.Context, cfg *rest.Config, kind Kind, opts Options) (Report
 	defer removed.stop()
 	counter.Reset()
 	m.reads.reset()
+	defer m.reads.finish()
 	trips.reset()
 	reconciles0 := reconcileTotal(name)
 	reconcileTime0 := reconcileSeconds(name)
@@ -244,7 +254,9 @@ func Run(ctx context.Context, cfg *rest.Config, kind Kind, opts Options) (Report
 			rep.ObjectWrites += n
 		}
 	}
-	rep.Reads, rep.Waited, rep.WaitP50, rep.WaitMax = m.reads.summary()
+	sum := m.reads.summary()
+	rep.Reads, rep.Waited, rep.WaitP50, rep.WaitMax = sum.reads, sum.waited, sum.p50, sum.top
+	rep.WaitedInStalls, rep.Stalls, rep.StallMax = sum.waitedInStalls, sum.stalls, sum.stallMax
 	rep.Reconciles = reconcileTotal(name) - reconciles0
 	rep.ReconcileTime = time.Duration((reconcileSeconds(name) - reconcileTime0) * float64(time.Second))
 	rep.RoundTrips, rep.RoundTripTime = trips.total()
@@ -333,41 +345,80 @@ func quantiles(d []time.Duration) (p50, p99, top time.Duration) {
 	return at(0.50), at(0.99), d[len(d)-1]
 }
 
-// readTimes collects how long Gets took.
+// readTimes collects when Gets started and ended, and from reset to finish
+// the process's stalls (stallWitness).
 type readTimes struct {
-	mu sync.Mutex
-	d  []time.Duration
+	mu      sync.Mutex
+	d       []span
+	witness *stallWitness
+	stalls  []span
 }
 
-// add records d; a nil *readTimes records nothing (the soak does not time reads).
-func (r *readTimes) add(d time.Duration) {
+// add records a Get from start to end; a nil *readTimes records nothing
+// (the soak does not time reads).
+func (r *readTimes) add(start, end time.Time) {
 	if r == nil {
 		return
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.d = append(r.d, d)
+	r.d = append(r.d, span{Start: start, End: end})
 }
 
+// reset forgets the Gets and stalls so far and starts watching for stalls.
 func (r *readTimes) reset() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.d = nil
+	r.witness.stop()
+	r.d, r.stalls, r.witness = nil, nil, startStallWitness()
 }
 
-// summary returns the reads, those that took WaitThreshold or longer, and
-// the median and maximum of those.
-func (r *readTimes) summary() (reads, waited int, p50, top time.Duration) {
+// finish stops watching for stalls; it may be called more than once.
+func (r *readTimes) finish() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.witness != nil {
+		r.stalls, r.witness = r.witness.stop(), nil
+	}
+}
+
+// readSummary is what summary returns.
+type readSummary struct {
+	reads, waited, waitedInStalls int
+	p50, top                      time.Duration
+	stalls                        int
+	stallMax                      time.Duration
+}
+
+// summary stops watching for stalls and returns the reads, those that took
+// WaitThreshold or longer, how many of those were under it outside the
+// process's stalls, the median and maximum of the waited, and the stalls of
+// WaitThreshold or longer with the longest.
+func (r *readTimes) summary() readSummary {
+	r.finish()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out readSummary
 	var w []time.Duration
-	for _, d := range r.d {
-		if d >= WaitThreshold {
-			w = append(w, d)
+	for _, s := range r.d {
+		d := s.duration()
+		if d < WaitThreshold {
+			continue
+		}
+		w = append(w, d)
+		if d-s.overlap(r.stalls) < WaitThreshold {
+			out.waitedInStalls++
 		}
 	}
-	p50, _, top = quantiles(w)
-	return len(r.d), len(w), p50, top
+	for _, s := range r.stalls {
+		if d := s.duration(); d >= WaitThreshold {
+			out.stalls++
+			out.stallMax = max(out.stallMax, d)
+		}
+	}
+	out.p50, _, out.top = quantiles(w)
+	out.reads, out.waited = len(r.d), len(w)
+	return out
 }
 
 // byVerb sums the requests for the resources (subresources named as

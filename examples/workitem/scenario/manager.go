@@ -119,7 +119,7 @@ func (m *managers) options() (manager.Options, error) {
 				t := time.Now()
 				err := c.Get(ctx, key, obj, o...)
 				if _, ok := obj.(*v1.WorkItem); ok {
-					m.reads.add(time.Since(t))
+					m.reads.add(t, time.Now())
 				}
 				return err
 			},
