@@ -3,10 +3,10 @@ package testenv
 import (
 	"reflect"
 	"runtime"
-	"strconv"
 	"strings"
 
 	"go.uber.org/goleak"
+	"k8s.io/apimachinery/pkg/util/version"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 )
 
@@ -73,42 +73,22 @@ func versionInPath(file, prefix string) string {
 	return v
 }
 
-// older reports whether release version v is older than w, both of the
-// form vMAJOR.MINOR.PATCH (a pre-release or build suffix is ignored). A
-// version it cannot read is not older: the check stays strict.
+// older reports whether release version v is older than w, both semantic
+// versions (a pre-release or build suffix is ignored). A version it cannot
+// read is not older: the check stays strict.
 func older(v, w string) bool {
-	a, ok1 := parseRelease(v)
-	b, ok2 := parseRelease(w)
-	if !ok1 || !ok2 {
+	a, err := version.ParseSemantic(v)
+	if err != nil {
 		return false
 	}
-	for i := range a {
-		if a[i] != b[i] {
-			return a[i] < b[i]
-		}
+	b, err := version.ParseSemantic(w)
+	if err != nil {
+		return false
 	}
-	return false
+	return release(a).LessThan(release(b))
 }
 
-func parseRelease(v string) ([3]int, bool) {
-	var out [3]int
-	s, ok := strings.CutPrefix(v, "v")
-	if !ok {
-		return out, false
-	}
-	if i := strings.IndexAny(s, "-+"); i >= 0 {
-		s = s[:i]
-	}
-	parts := strings.Split(s, ".")
-	if len(parts) != 3 {
-		return out, false
-	}
-	for i, p := range parts {
-		n, err := strconv.Atoi(p)
-		if err != nil || n < 0 {
-			return out, false
-		}
-		out[i] = n
-	}
-	return out, true
+// release is v without its pre-release and build suffixes.
+func release(v *version.Version) *version.Version {
+	return version.MajorMinor(v.Major(), v.Minor()).WithPatch(v.Patch())
 }

@@ -34,7 +34,6 @@ func TestStallWitnessSeesTheProcessNotRun(t *testing.T) {
 	// when the runtime preempts it (every 10 ms or so), late.
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	w := startStallWitness()
-	var stalls []span
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		for spin := time.Now(); time.Since(spin) < 30*time.Millisecond; {
@@ -46,7 +45,7 @@ func TestStallWitnessSeesTheProcessNotRun(t *testing.T) {
 			break
 		}
 	}
-	stalls = w.stop()
+	stalls := w.stop()
 	if len(stalls) == 0 {
 		t.Fatal("no stall recorded while the only P spun")
 	}
