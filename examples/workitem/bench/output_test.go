@@ -41,23 +41,33 @@ func TestOutputsCarryTheStalls(t *testing.T) {
 
 	b.Reset()
 	writeMarkdown(&b, []scenario.Report{rep}, c)
-	var line string
-	for l := range strings.Lines(b.String()) {
-		if strings.Contains(l, "waited reads") {
-			line = l
-		}
-	}
-	if got := strings.Count(line, "|"); got == 0 {
+	lines := strings.Split(b.String(), "\n")
+	head := slices.IndexFunc(lines, func(l string) bool { return strings.Contains(l, "waited reads") })
+	if head < 0 || head+2 >= len(lines) {
 		t.Fatalf("no table with waited reads in:\n%s", b.String())
 	}
-	last := strings.TrimSpace(strings.Split(b.String(), line)[1])
-	rowLine := strings.Split(last, "\n")[1]
-	if strings.Count(rowLine, "|") != strings.Count(line, "|") {
-		t.Errorf("row %q has other columns than head %q", rowLine, line)
+	cells := func(l string) []string {
+		f := strings.Split(strings.Trim(strings.TrimSpace(l), "|"), "|")
+		for i := range f {
+			f[i] = strings.TrimSpace(f[i])
+		}
+		return f
 	}
-	for _, want := range []string{"3 of 40 (12ms, 31ms), 2", "| 5 (27ms) |"} {
-		if !strings.Contains(rowLine, want) {
-			t.Errorf("row %q lacks %q", rowLine, want)
+	heads, row := cells(lines[head]), cells(lines[head+2]) // after the head and its alignment row
+	if len(row) != len(heads) {
+		t.Fatalf("row %q has other columns than head %q", lines[head+2], lines[head])
+	}
+	for col, want := range map[string]string{
+		"waited reads (p50, max), in stalls": "3 of 40 (12ms, 31ms), 2",
+		"process stalls (longest)":           "5 (27ms)",
+	} {
+		i := slices.Index(heads, col)
+		if i < 0 {
+			t.Errorf("markdown has no column %q", col)
+			continue
+		}
+		if row[i] != want {
+			t.Errorf("markdown %q = %q, want %q", col, row[i], want)
 		}
 	}
 }
