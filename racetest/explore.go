@@ -86,7 +86,11 @@ type ExploreOptions struct {
 	// SideEffects, when set, counts what the controller did outside the
 	// API server in namespace (installs run, messages sent); each count
 	// must equal the reference run's. It is called once a run has settled
-	// or timed out. Nil counts nothing.
+	// or timed out. Nil counts nothing. Count what the workload decides,
+	// not what timing does: a count that depends on how many of the
+	// workload's writes one reconcile saw at once (a write the workload
+	// makes before the controller has acted on the previous one) differs
+	// between unperturbed runs too, and fails a plan that changed nothing.
 	SideEffects func(namespace string) map[string]int
 }
 
