@@ -26,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -90,7 +91,9 @@ func (e *ListStaleError) Error() string {
 // Is reports whether target is ErrStale.
 func (e *ListStaleError) Is(target error) bool { return target == ErrStale }
 
-// ClientOptions configure [NewClient]. The zero value is ready to use.
+// ClientOptions configure [NewClient]. APIReader is required; every other
+// field is ready to use at its zero value. [ForManager] fills APIReader
+// and Cache from a manager.
 type ClientOptions struct {
 	// Name is the controller's name, the controller label of the Client's
 	// metrics and the name of the Tracker NewClient makes; "default" when
@@ -107,18 +110,47 @@ type ClientOptions struct {
 	// CheckOwner refuses such an owner while the caches of what it owns lag
 	// behind those writes.
 	Owners *OwnerTracker
-	// APIReader, when set (normally mgr.GetAPIReader()), is read once after
-	// a write that ended ambiguously (a timeout, a 500, a reset connection)
-	// to learn whether the server applied it. When nil, or when the object
-	// has no name yet, Lists of that kind in that namespace are refused
-	// until the TTL.
+	// APIReader (normally mgr.GetAPIReader()) reads the server itself
+	// where a write's answer does not say what the server has: after a
+	// Delete, a write answered NotFound, an answer terminating without
+	// finalizers, and a write that ended ambiguously (a timeout, a 500, a
+	// reset connection). Required: NewClient refuses a nil one with
+	// ErrClientOptions.
 	APIReader client.Reader
+	// Cache, when set (normally mgr.GetCache()), is the cache the wrapped
+	// client reads: the Client adds an event handler to the informer of
+	// each kind and form it reads (never starting one of its own), so that
+	// it learns how far each has got without a read: another writer's
+	// deletion of an object this client wrote is then served as soon as
+	// the informer delivers it, and racesafe_client_pending falls as the
+	// cache catches up. When nil, the Client learns it only from what its
+	// reads return, in each namespace: such a deletion is seen once a read
+	// of that kind, form and namespace returns a later version, or at the
+	// TTL.
+	Cache Informers
+	// RequestTimeout is the API server's request deadline
+	// (kube-apiserver's --request-timeout): a Create without a name that
+	// ended ambiguously and is not found is taken as not applied only once
+	// this long has passed since it was sent, since the server may still
+	// apply it until then. 60 seconds, kube-apiserver's default, when zero;
+	// negative takes the first read as final.
+	RequestTimeout time.Duration
 	// TTL bounds how long a write is kept for a cache that does not show
 	// it; DefaultTTL when zero or negative.
 	TTL time.Duration
 	// Clock measures TTLs; clock.RealClock{} when nil.
 	Clock clock.PassiveClock
 }
+
+// Informers is what a Client reads its cache's progress from:
+// controller-runtime's cache.Cache (a manager's GetCache()) satisfies it.
+type Informers interface {
+	GetInformer(ctx context.Context, obj client.Object, opts ...cache.InformerGetOption) (cache.Informer, error)
+}
+
+// DefaultRequestTimeout is kube-apiserver's default --request-timeout,
+// ClientOptions.RequestTimeout's zero value.
+const DefaultRequestTimeout = 60 * time.Second
 
 // Client is a drop-in client.Client with session consistency: its reads
 // serve its own writes. It writes to the wrapped client unchanged, keeps
@@ -151,6 +183,11 @@ type Client struct {
 	// cache that strips them (cache.TransformStripManagedFields). Writes
 	// are then kept without managedFields, as the cache keeps objects.
 	bareCache atomic.Bool
+	// informers is ClientOptions.Cache, nil when not given; marks is what
+	// the Client knows of its caches' progress.
+	informers      Informers
+	marks          *watermarks
+	requestTimeout time.Duration
 }
 
 // NewClient wraps c, normally the manager's GetClient(): it reads from the
@@ -159,21 +196,54 @@ func NewClient(c client.Client, opts ClientOptions) (*Client, error) {
 	if objcopy.IsNil(c) {
 		return nil, fmt.Errorf("NewClient of a nil client: %w", ErrClientOptions)
 	}
+	if objcopy.IsNil(opts.APIReader) {
+		return nil, fmt.Errorf("NewClient without an APIReader (mgr.GetAPIReader(), or ForManager): %w", ErrClientOptions)
+	}
+	if objcopy.IsNil(opts.Cache) {
+		opts.Cache = nil
+	}
+	switch {
+	case opts.RequestTimeout == 0:
+		opts.RequestTimeout = DefaultRequestTimeout
+	case opts.RequestTimeout < 0:
+		opts.RequestTimeout = 0
+	}
 	opts.Name, opts.TTL, opts.Clock = withDefaults(opts.Name, opts.TTL, opts.Clock)
 	shared := opts.Tracker != nil
 	if !shared {
 		opts.Tracker = New(Options{Name: opts.Name, Scheme: c.Scheme(), TTL: opts.TTL, Clock: opts.Clock})
 	}
-	if objcopy.IsNil(opts.APIReader) {
-		opts.APIReader = nil
-	}
 	cl := &Client{
 		inner: c, scheme: c.Scheme(), tracker: opts.Tracker, shared: shared,
 		reader: NewReader(c, opts.Tracker), owners: opts.Owners, apiReader: opts.APIReader,
 		clock: opts.Clock, ticker: newTicker(opts.Clock), s: newSession(opts.TTL, opts.Clock.Now()),
+		informers: opts.Cache, marks: newWatermarks(), requestTimeout: opts.RequestTimeout,
 	}
 	cl.m.Store(newClientMetrics(opts.Name))
+	livePending.add(cl)
 	return cl, nil
+}
+
+// Manager is what ForManager reads from a controller-runtime manager.
+type Manager interface {
+	GetClient() client.Client
+	GetAPIReader() client.Reader
+	GetCache() cache.Cache
+}
+
+// ForManager is NewClient over mgr's client, with its API reader and its
+// cache as opts.APIReader and opts.Cache where those are unset.
+func ForManager(mgr Manager, opts ClientOptions) (*Client, error) {
+	if objcopy.IsNil(mgr) {
+		return nil, fmt.Errorf("ForManager of a nil manager: %w", ErrClientOptions)
+	}
+	if objcopy.IsNil(opts.APIReader) {
+		opts.APIReader = mgr.GetAPIReader()
+	}
+	if objcopy.IsNil(opts.Cache) {
+		opts.Cache = mgr.GetCache()
+	}
+	return NewClient(mgr.GetClient(), opts)
 }
 
 // Named sets the controller label of c's metrics to name and returns c.
@@ -214,13 +284,16 @@ func (c *Client) IsObjectNamespaced(obj runtime.Object) (bool, error) {
 	return c.inner.IsObjectNamespaced(obj)
 }
 
-// Pending returns the number of writes (and ambiguous kinds) the Client
-// keeps for caches that have not shown them.
-func (c *Client) Pending() int { return c.s.len() }
+// Pending returns what racesafe_client_pending reports: the writes the
+// Client keeps, not expired, that no form of the cache has shown yet or
+// that a form the Client reads their kind in has not, and its ambiguous
+// writes not yet told. A form the Client never reads does not hold a
+// write pending: an idle controller whose caches have caught up reads 0.
+func (c *Client) Pending() int { return c.s.pending(c.clock.Now(), c.marks.forms) }
 
-// Get reads key from the cache into obj, or this client's last write of
-// it when that is newer (see the package documentation). obj is written
-// only on success; what it receives is the caller's own copy.
+// Get reads key from the cache into obj, or this client's entry for it
+// when that is newer, as the package documentation's rule says. obj is
+// written only on success; what it receives is the caller's own copy.
 func (c *Client) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 	if c.s.n.Load() == 0 && !c.shared {
 		// Nothing pending: the cache alone, into obj, allocating nothing.
@@ -239,6 +312,7 @@ func (c *Client) Get(ctx context.Context, key client.ObjectKey, obj client.Objec
 		return fmt.Errorf("get %s: %w", key, err)
 	}
 	sk := sessionKey{gk: k.gk, ObjectKey: key}
+	c.watch(ctx, k.gk, f, obj)
 	e := c.s.get(sk)
 	if e != nil && (e.has(f) || c.ticker.now() >= e.deadline) {
 		if !e.has(f) {
@@ -252,6 +326,9 @@ func (c *Client) Get(ctx context.Context, key client.ObjectKey, obj client.Objec
 		} else {
 			err = c.inner.Get(ctx, key, obj, opts...)
 		}
+		if err == nil {
+			c.marks.raise(k.gk, f, key.Namespace, obj.GetResourceVersion())
+		}
 		c.count(err)
 		return err
 	}
@@ -262,7 +339,7 @@ func (c *Client) Get(ctx context.Context, key client.ObjectKey, obj client.Objec
 	defer giveBack(pool, fresh)
 	// The cache's copy is only compared, and copied out when it wins: a
 	// shallow read spares the deep copy of an object that this client's own
-	// write replaces. fresh is never written through: its maps are the
+	// entry replaces. fresh is never written through: its maps are the
 	// cache's.
 	var cached client.Object = fresh
 	if err := c.inner.Get(ctx, key, fresh, shallow(opts)...); err != nil {
@@ -271,10 +348,7 @@ func (c *Client) Get(ctx context.Context, key client.ObjectKey, obj client.Objec
 		}
 		cached = nil
 	}
-	d, caught := decide(e, cached)
-	if caught {
-		c.caughtUp(sk, e, f)
-	}
+	d, stale := c.judged(ctx, sk, e, f, cached)
 	switch d {
 	case serveCache:
 		if cached == nil {
@@ -293,7 +367,7 @@ func (c *Client) Get(ctx context.Context, key client.ObjectKey, obj client.Objec
 		return apierrors.NewNotFound(schema.GroupResource{Group: k.gk.Group, Resource: k.gk.Kind}, key.Name)
 	case serveOwn:
 		// into writes obj only when it succeeds.
-		if err := into(c.scheme, e.obj, e.gvk, obj); err == nil {
+		if err := into(c.scheme, stale.obj, stale.gvk, obj); err == nil {
 			if cached != nil && !hasManagedFields(cached) && hasManagedFields(obj) {
 				// In the cache's form: a cache that strips managedFields
 				// hands none out.
@@ -304,20 +378,66 @@ func (c *Client) Get(ctx context.Context, key client.ObjectKey, obj client.Objec
 			return nil
 		}
 	}
-	if e.state == ownUnknown && !c.unresolved.empty() && !retried(ctx) {
-		c.retryReadBacks(ctx)
-		if cur := c.s.get(sk); cur != e {
-			return c.Get(withRetried(ctx), key, obj, opts...)
-		}
-	}
 	c.metrics().refused.Inc()
-	stale := &StaleError{Kind: k.gk, Key: key, Want: e.rv, Deletion: e.state != ownWritten}
+	err = &StaleError{Kind: k.gk, Key: key, Want: stale.rv, Deletion: stale.state == ownGone}
 	if cached != nil {
-		stale.Seen = cached.GetResourceVersion()
+		err.(*StaleError).Seen = cached.GetResourceVersion()
 	}
 	log.FromContext(ctx).V(1).Info("stale cache read, not handed out", "controller", c.metrics().name,
-		"kind", k.gk, "object", key, "want", stale.Want, "seen", stale.Seen, "deletion", stale.Deletion)
-	return stale
+		"kind", k.gk, "object", key, "want", stale.rv, "seen", err.(*StaleError).Seen)
+	return err
+}
+
+// judged applies the rule (judge) to a read in form f of the object sk
+// with entry e and the cache's copy cached (nil for NotFound), and keeps
+// what the read learnt: the cache's progress, the form caught up, and, when
+// the cache serves a copy newer than e, that copy as the entry, so that no
+// form reads older later. An entry that cannot be served yet (an ambiguous
+// write) has its read back retried first, within ctx. It returns the
+// decision and the entry it was taken on.
+func (c *Client) judged(ctx context.Context, sk sessionKey, e *ownEntry, f form, cached client.Object) (decision, *ownEntry) {
+	if cached != nil {
+		c.marks.raise(sk.gk, f, sk.Namespace, cached.GetResourceVersion())
+	}
+	d, caught := judge(e, cached, c.marks.reached(sk.gk, f, sk.Namespace, e.rv))
+	if d == serveRefused && e.state == ownUnknown && !c.unresolved.empty() {
+		c.retryReadBacks(ctx)
+		if cur := c.s.get(sk); cur != nil && cur != e {
+			e = cur
+			d, caught = judge(e, cached, c.marks.reached(sk.gk, f, sk.Namespace, e.rv))
+		}
+	}
+	if !caught {
+		return d, e
+	}
+	if cached != nil && cached.GetResourceVersion() != e.rv {
+		c.adopt(sk, e, f, cached)
+		return d, e
+	}
+	c.caughtUp(sk, e, f)
+	return d, e
+}
+
+// adopt replaces e with cached, a copy newer than e that form f's cache
+// served: another writer's write, or the server's later state. The other
+// forms' caches may still be older than it; they now serve it.
+func (c *Client) adopt(sk sessionKey, e *ownEntry, f form, cached client.Object) {
+	keep, err := objcopy.DeepCopy(cached)
+	if err != nil {
+		c.caughtUp(sk, e, f)
+		return
+	}
+	gvk := e.gvk
+	if g := keep.GetObjectKind().GroupVersionKind(); !g.Empty() {
+		gvk = g
+	} else if g, err := apiutil.GVKForObject(keep, c.scheme); err == nil {
+		gvk = g
+	}
+	n := &ownEntry{state: ownWritten, uid: keep.GetUID(), rv: keep.GetResourceVersion(), gvk: gvk, obj: keep, at: e.at, deadline: e.deadline}
+	n.caught.Store(uint32(f))
+	if !c.s.replace(sk, e, n) {
+		c.caughtUp(sk, e, f)
+	}
 }
 
 // shallowOnly is the options of a Get that only compares: no deep copy.
@@ -437,6 +557,10 @@ func (c *Client) List(ctx context.Context, list client.ObjectList, opts ...clien
 		}
 	}
 	f := formOf(list)
+	like := newItem(list, nil)
+	if o, ok := like.(client.Object); ok {
+		c.watch(ctx, gk, f, o)
+	}
 	own := c.s.ofKind(gk, lo.Namespace, f)
 	for k, e := range own {
 		if c.s.expired(e, now) {
@@ -461,6 +585,13 @@ func (c *Client) List(ctx context.Context, list client.ObjectList, opts ...clien
 	if err != nil {
 		return fmt.Errorf("list %s: %w", gk, err)
 	}
+	// The list is one snapshot of the cache: every item tells how far the
+	// form's cache had got in its namespace, before any entry is judged.
+	for _, item := range items {
+		if o, ok := item.(client.Object); ok {
+			c.marks.raise(gk, f, o.GetNamespace(), o.GetResourceVersion())
+		}
+	}
 	sel := lo.LabelSelector
 	if sel == nil {
 		sel = labels.Everything()
@@ -480,14 +611,7 @@ func (c *Client) List(ctx context.Context, list client.ObjectList, opts ...clien
 			continue
 		}
 		delete(own, key)
-		if e.has(f) {
-			merged = append(merged, item)
-			continue
-		}
-		d, caught := decide(e, o)
-		if caught {
-			c.caughtUp(sessionKey{gk: gk, ObjectKey: key}, e, f)
-		}
+		d, e := c.judged(ctx, sessionKey{gk: gk, ObjectKey: key}, e, f, o)
 		switch d {
 		case serveCache:
 			merged = append(merged, item)
@@ -506,26 +630,59 @@ func (c *Client) List(ctx context.Context, list client.ObjectList, opts ...clien
 			return refuse(fmt.Sprintf("%s cannot be shown as this client last wrote it", key))
 		}
 	}
-	// This client's writes the cache lacks: created, not yet delivered.
+	// Entries the list did not show: created and not yet delivered, deleted,
+	// or, by the cache's newer copy, out of the selector. Each is judged on
+	// the cache's copy read by name, as a Get would.
 	var added []client.Object
-	like := newItem(list, items)
 	for key, e := range own {
-		if e.state == ownGone || e.state == ownDeleting {
-			c.caughtUpUnlisted(ctx, gk, key, e, f, like)
-			continue
+		o, ok := like.(client.Object)
+		if !ok {
+			return refuse(fmt.Sprintf("%T is not an object", like))
 		}
-		if e.state != ownWritten || e.obj == nil {
-			return refuse(fmt.Sprintf("%s cannot be shown as this client last wrote it", key))
-		}
-		if !sel.Matches(labels.Set(e.obj.GetLabels())) {
-			c.caughtUpUnlisted(ctx, gk, key, e, f, like)
-			continue
-		}
-		out, err := c.ownItem(like, e)
+		fresh, pool, err := scratchLike(o, f)
 		if err != nil {
 			return refuse(fmt.Sprintf("%s: %v", key, err))
 		}
-		added = append(added, out)
+		var cached client.Object = fresh
+		if err := c.inner.Get(ctx, key, fresh, shallowOnly...); err != nil {
+			giveBack(pool, fresh)
+			if !apierrors.IsNotFound(err) {
+				return err
+			}
+			cached = nil
+		}
+		d, e := c.judged(ctx, sessionKey{gk: gk, ObjectKey: key}, e, f, cached)
+		var out client.Object
+		switch d {
+		case serveCache:
+			if cached != nil && sel.Matches(labels.Set(cached.GetLabels())) {
+				// Changed between the List and this read: the newer copy.
+				cp, ok := cached.DeepCopyObject().(client.Object)
+				if ok {
+					out = cp
+				}
+			}
+		case serveNotFound:
+			served = true
+		case serveOwn:
+			if out, err = c.ownItem(like, e); err != nil {
+				giveBack(pool, fresh)
+				return refuse(fmt.Sprintf("%s: %v", key, err))
+			}
+			if !sel.Matches(labels.Set(out.GetLabels())) {
+				out = nil
+			}
+			served = true
+		default:
+			giveBack(pool, fresh)
+			return refuse(fmt.Sprintf("%s cannot be shown as this client last wrote it", key))
+		}
+		if cached != nil {
+			giveBack(pool, fresh)
+		}
+		if out != nil {
+			added = append(added, out)
+		}
 	}
 	slices.SortFunc(added, func(a, b client.Object) int {
 		if n := strings.Compare(a.GetNamespace(), b.GetNamespace()); n != 0 {
@@ -550,40 +707,11 @@ func (c *Client) List(ctx context.Context, list client.ObjectList, opts ...clien
 	return nil
 }
 
-// caughtUpUnlisted asks the cache, as a Get of key would, whether it has
-// caught up with e, a write the List did not show: a deletion, or an
-// object whose labels the selector does not match. A List's absence alone
-// does not tell (the cache may hold an older version the selector leaves
-// out); without this, such an entry would be read again by every List of
-// its kind and namespace until the TTL. like is an item in the list's form.
-func (c *Client) caughtUpUnlisted(ctx context.Context, gk schema.GroupKind, key client.ObjectKey, e *ownEntry, f form, like runtime.Object) {
-	o, ok := like.(client.Object)
-	if !ok {
-		return
-	}
-	fresh, pool, err := scratchLike(o, f)
-	if err != nil {
-		return
-	}
-	defer giveBack(pool, fresh)
-	var cached client.Object = fresh
-	if err := c.inner.Get(ctx, key, fresh, shallowOnly...); err != nil {
-		if !apierrors.IsNotFound(err) {
-			return
-		}
-		cached = nil
-	}
-	if _, caught := decide(e, cached); caught {
-		c.caughtUp(sessionKey{gk: gk, ObjectKey: key}, e, f)
-	}
-}
-
 // caughtUp marks form f of k caught up with e and counts it, if e was
 // still pending for f.
 func (c *Client) caughtUp(k sessionKey, e *ownEntry, f form) {
 	if c.s.caughtUp(k, e, f) {
 		c.metrics().caughtUp.Inc()
-		c.metrics().pending.Set(float64(c.s.n.Load()))
 	}
 }
 
@@ -799,25 +927,25 @@ func (c *Client) Apply(ctx context.Context, obj runtime.ApplyConfiguration, opts
 	return nil
 }
 
-// Delete deletes obj and keeps the deletion: a Get serves NotFound until
-// the cache shows the object gone, or refuses while it may be terminating.
+// Delete deletes obj and keeps what the server has after it, read live
+// (see settle): NotFound until the cache shows the object gone, or the
+// object still there (finalizers, an orphan or foreground propagation, a
+// Pod's grace period) as the server has it.
 func (c *Client) Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
 	do := (&client.DeleteOptions{}).ApplyOptions(opts)
-	if err := c.inner.Delete(ctx, obj, opts...); err != nil {
-		if !dryRun(do.DryRun) && !apierrors.IsNotFound(err) {
-			c.ambiguous(ctx, "delete", obj, "", err)
-		}
+	err := c.inner.Delete(ctx, obj, opts...)
+	if dryRun(do.DryRun) {
 		return err
 	}
-	if dryRun(do.DryRun) {
-		return nil
+	switch {
+	case err == nil, apierrors.IsNotFound(err):
+		if serr := c.settle(ctx, "delete", obj); serr != nil && err == nil {
+			return serr
+		}
+	default:
+		c.ambiguous(ctx, "delete", obj, "", err)
 	}
-	k, err := c.tracker.kindOf(obj, formOf(obj))
-	if err != nil {
-		c.metrics().unrecorded("delete")
-		return &NotRecordedError{Verb: "delete", Key: client.ObjectKeyFromObject(obj), Err: err}
-	}
-	return c.recordDeletion(ctx, obj, deletionState(obj, do, k.gk))
+	return err
 }
 
 // DeleteAllOf deletes every object of obj's kind that matches opts. What it
@@ -852,21 +980,6 @@ func resourceVersionOf(obj client.Object) string {
 	return obj.GetResourceVersion()
 }
 
-// deletionState tells what a successful Delete of obj left, from what the
-// caller's copy says: the server does not answer a Delete with the object.
-func deletionState(obj client.Object, do *client.DeleteOptions, gk schema.GroupKind) ownState {
-	if len(obj.GetFinalizers()) > 0 || obj.GetResourceVersion() == "" {
-		return ownDeleting
-	}
-	if do.PropagationPolicy != nil && *do.PropagationPolicy == metav1.DeletePropagationForeground {
-		return ownDeleting // the server adds the foregroundDeletion finalizer
-	}
-	if gk == (schema.GroupKind{Kind: "Pod"}) {
-		return ownDeleting // graceful deletion: the kubelet removes it later
-	}
-	return ownGone
-}
-
 // recordWrite keeps obj, the server's answer to a write sent at sentRV.
 func (c *Client) recordWrite(ctx context.Context, verb string, obj client.Object, sentRV string) error {
 	key := client.ObjectKeyFromObject(obj)
@@ -879,18 +992,11 @@ func (c *Client) recordWrite(ctx context.Context, verb string, obj client.Object
 		c.metrics().unrecorded(verb)
 		return &NotRecordedError{Verb: verb, Key: key, Err: fmt.Errorf("the answer has no name or no valid resourceVersion: %w", ErrInvalidResourceVersion)}
 	}
-	// Removing the last finalizer of an object being deleted deletes it,
-	// and the server answers at the resourceVersion that was sent (see
-	// statusupdate's Patcher): the cache's copy at that version, finalizer
-	// included, must not count as new.
-	if obj.GetDeletionTimestamp() != nil && len(obj.GetFinalizers()) == 0 {
-		if sentRV != "" && obj.GetResourceVersion() == sentRV {
-			return c.recordDeletion(ctx, obj, ownGone)
-		}
-		if sentRV == "" && c.removedLive(ctx, obj) {
-			// Sent without a version to compare: one live read tells.
-			return c.recordDeletion(ctx, obj, ownGone)
-		}
+	// An answer terminating without finalizers may be an object the write
+	// deleted (it released the last finalizer) or one still there (a Pod
+	// in its grace period): the answer does not say, the server does.
+	if obj.GetDeletionTimestamp() != nil && len(obj.GetFinalizers()) == 0 && verb != "settle" {
+		return c.settle(ctx, verb, obj)
 	}
 	gvk, err := apiutil.GVKForObject(obj, c.scheme)
 	if err != nil {
@@ -957,7 +1063,6 @@ func (c *Client) put(k sessionKey, e *ownEntry, now time.Time) {
 	e.deadline = ticks(addSaturated(int64(c.ticker.at(e.at)), c.s.ttl))
 	c.s.put(k, e)
 	c.s.sweep(now)
-	c.metrics().pending.Set(float64(c.s.n.Load()))
 }
 
 // recordApplied keeps the answer decoded into an apply configuration.
@@ -979,7 +1084,12 @@ func (c *Client) recordApplied(ctx context.Context, verb string, obj runtime.App
 // record. A dry run is neither. It returns err, or record's error.
 func (c *Client) finishWrite(ctx context.Context, verb string, obj client.Object, sentRV string, dry bool, err error, record func() error) error {
 	if err != nil {
-		if !dry {
+		switch {
+		case dry:
+		case apierrors.IsNotFound(err) && verb != "create":
+			// The object is gone: what the Client kept of it must end.
+			_ = c.settle(ctx, verb, obj)
+		default:
 			c.ambiguous(ctx, verb, obj, sentRV, err)
 		}
 		return err
@@ -1043,13 +1153,12 @@ func (c *Client) ambiguous(ctx context.Context, verb string, obj client.Object, 
 		c.put(sk, &ownEntry{state: ownUnknown, uid: obj.GetUID(), rv: resourceVersionOf(obj), at: now}, now)
 	}
 	c.s.barrier(k.gk, key.Namespace, now, "")
-	told, retry := c.readBack(ctx, verb, sent, k.gk)
+	told, retry := c.readBack(ctx, verb, sent, k.gk, now)
 	if !told && retry {
 		if keep, cerr := objcopy.DeepCopy(sent); cerr == nil {
 			c.unresolved.add(unresolvedWrite{verb: verb, obj: keep, gk: k.gk, at: now})
 		}
 	}
-	c.metrics().pending.Set(float64(c.s.n.Load()))
 	log.FromContext(ctx).V(1).Info("write ended ambiguously", "controller", c.metrics().name, "verb", verb,
 		"kind", k.gk, "object", key, "readBack", map[bool]string{true: "told", false: "failed"}[told], "error", err.Error())
 }
@@ -1089,51 +1198,24 @@ func addressed(verb string, obj client.Object, sentRV string, kept *ownEntry) cl
 // reach (liveVersion). It lifts the kind's barrier in the namespace when
 // it told and no other write there is unresolved. retry says whether a
 // later read back may tell what this one could not.
-func (c *Client) readBack(ctx context.Context, verb string, obj client.Object, gk schema.GroupKind) (told, retry bool) {
+func (c *Client) readBack(ctx context.Context, verb string, obj client.Object, gk schema.GroupKind, sent time.Time) (told, retry bool) {
 	key := client.ObjectKeyFromObject(obj)
-	sk := sessionKey{gk: gk, ObjectKey: key}
 	now := c.clock.Now()
 	switch {
 	case c.apiReader == nil:
 		return false, false
 	case key.Name != "":
-		// The caller's context may be what ended: the read back gets a
-		// short deadline of its own.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		live, err := objcopy.EmptyLike(obj)
-		if err != nil {
-			return false, false
-		}
-		switch gerr := c.apiReader.Get(rctx, key, live); {
-		case gerr == nil:
-			if verb == "delete" && live.GetUID() != obj.GetUID() && obj.GetUID() != "" {
-				// Our incarnation is gone; another took its name.
-				_ = c.recordDeletion(ctx, obj, ownGone)
-			} else {
-				_ = c.recordWrite(ctx, verb, live, "")
-			}
-		case apierrors.IsNotFound(gerr):
-			if verb != "create" {
-				// The object this write addressed is gone: deleted by it
-				// (a Delete, or an Update or Patch that released its
-				// last finalizer) or by another writer since. The cache
-				// may still show it, at the version the write was sent
-				// at or older: that copy is older than what this client
-				// read, so the deletion is kept, and Get answers
-				// NotFound until the cache has dropped it.
-				_ = c.recordDeletion(ctx, obj, ownGone)
-			} else if e := c.s.get(sk); e != nil && e.state == ownUnknown {
-				// A Create of an object that is not there was not
-				// applied, or was deleted since: nothing to keep.
-				c.s.drop(sk, e)
-			}
-		default:
-			return false, true
+		if told, retry = c.readLive(ctx, verb, obj, gk, sent); !told {
+			return false, retry
 		}
 	default:
 		rv, absent, retry := c.liveVersion(ctx, verb, obj)
 		switch {
+		case absent && now.Before(sent.Add(c.requestTimeout)):
+			// Not there yet proves nothing while the server may still be
+			// processing the request (a slow webhook, a slow etcd): only
+			// its request deadline ends that.
+			return false, true
 		case absent:
 		case rv != "":
 			c.unresolved.forget(obj)
@@ -1143,7 +1225,6 @@ func (c *Client) readBack(ctx context.Context, verb string, obj client.Object, g
 				// for it (the owner's guard waits for rv either way).
 				c.s.barrier(gk, key.Namespace, now, rv)
 			}
-			c.metrics().pending.Set(float64(c.s.n.Load()))
 			return true, false
 		default:
 			return false, retry
@@ -1153,7 +1234,6 @@ func (c *Client) readBack(ctx context.Context, verb string, obj client.Object, g
 	if !c.unresolved.in(gk, key.Namespace) {
 		c.s.unbar(gk, key.Namespace)
 	}
-	c.metrics().pending.Set(float64(c.s.n.Load()))
 	return true, false
 }
 
@@ -1170,7 +1250,7 @@ func (c *Client) retryReadBacks(ctx context.Context) {
 		return
 	}
 	for _, w := range c.unresolved.expire(now, c.s.ttl) {
-		c.readBack(ctx, w.verb, w.obj, w.gk)
+		c.readBack(ctx, w.verb, w.obj, w.gk, w.at)
 	}
 }
 
@@ -1335,12 +1415,16 @@ func (s *subResourceClient) record(ctx context.Context, verb string, obj, body c
 	key := client.ObjectKeyFromObject(obj)
 	k, err := s.c.tracker.kindOf(obj, formOf(obj))
 	rv := body.GetResourceVersion()
-	if err != nil || key.Name == "" || !wellFormed(rv) {
+	if err != nil || key.Name == "" {
 		if err == nil {
-			err = fmt.Errorf("the %s answer has no valid resourceVersion: %w", s.name, ErrInvalidResourceVersion)
+			err = ErrNoName
 		}
 		s.c.metrics().unrecorded(verb)
 		return &NotRecordedError{Verb: verb, Key: key, Err: err}
+	}
+	if !wellFormed(rv) {
+		// Acknowledged without the parent's version: the server tells it.
+		return s.c.settle(ctx, verb, obj)
 	}
 	now := s.c.clock.Now()
 	uid := obj.GetUID()
@@ -1381,25 +1465,4 @@ func patchSentAt(obj client.Object, patch client.Patch) string {
 		return ""
 	}
 	return body.Metadata.ResourceVersion
-}
-
-// removedLive reports whether obj, answered with a deletionTimestamp and no
-// finalizers to a write sent without a resourceVersion, is gone: read once
-// through the APIReader. Without one, or if the read fails, it is not
-// known to be gone.
-func (c *Client) removedLive(ctx context.Context, obj client.Object) bool {
-	if c.apiReader == nil {
-		return false
-	}
-	live, err := objcopy.EmptyLike(obj)
-	if err != nil {
-		return false
-	}
-	switch err := c.apiReader.Get(ctx, client.ObjectKeyFromObject(obj), live); {
-	case apierrors.IsNotFound(err):
-		return true
-	case err != nil:
-		return false
-	}
-	return obj.GetUID() != "" && live.GetUID() != obj.GetUID()
 }

@@ -84,7 +84,7 @@ func benchmarkGetCases(b *testing.B, prefix string, direct, reader client.Client
 			}
 		})
 		b.Run(prefix+"object="+o.name+"/case=cache", func(b *testing.B) {
-			ec, err := expectations.NewClient(reader, expectations.ClientOptions{Name: "bench-informer-cache"})
+			ec, err := expectations.NewClient(reader, expectations.ClientOptions{Name: "bench-informer-cache", APIReader: reader})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -97,7 +97,7 @@ func benchmarkGetCases(b *testing.B, prefix string, direct, reader client.Client
 			}
 		})
 		b.Run(prefix+"object="+o.name+"/case=own_write", func(b *testing.B) {
-			ec, err := expectations.NewClient(reader, expectations.ClientOptions{Name: "bench-informer-own"})
+			ec, err := expectations.NewClient(reader, expectations.ClientOptions{Name: "bench-informer-own", APIReader: reader})
 			if err != nil {
 				b.Fatal(err)
 			}

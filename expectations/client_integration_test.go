@@ -27,7 +27,7 @@ func testClientRecordsOwnedWrites(t *testing.T, cfg *rest.Config, direct client.
 		t.Fatal(err)
 	}
 	cached := testenv.Client(t, cfg, client.Options{Cache: &client.CacheOptions{Reader: informers}})
-	c, err := expectations.NewClient(cached, expectations.ClientOptions{Name: "client-owned", Owners: owners})
+	c, err := expectations.NewClient(cached, expectations.ClientOptions{Name: "client-owned", Owners: owners, APIReader: direct})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,13 +29,16 @@ import (
 type listCache struct {
 	mu    sync.Mutex
 	cms   map[client.ObjectKey]*corev1.ConfigMap
+	// srv is the server's side: what the writes left, which the API
+	// reader (server) reads.
+	srv   map[client.ObjectKey]client.Object
 	rv    atomic.Int64
 	gets  atomic.Int64
 	lists atomic.Int64
 }
 
 func newListCache() *listCache {
-	l := &listCache{cms: map[client.ObjectKey]*corev1.ConfigMap{}}
+	l := &listCache{cms: map[client.ObjectKey]*corev1.ConfigMap{}, srv: map[client.ObjectKey]client.Object{}}
 	l.rv.Store(100)
 	return l
 }
@@ -87,14 +90,55 @@ func (l *listCache) client() client.Client {
 		Create: func(_ context.Context, _ client.WithWatch, obj client.Object, _ ...client.CreateOption) error {
 			obj.SetResourceVersion(strconv.FormatInt(l.rv.Add(1), 10))
 			obj.SetUID(types.UID("u-" + obj.GetName()))
+			l.stored(obj)
 			return nil
 		},
 		Update: func(_ context.Context, _ client.WithWatch, obj client.Object, _ ...client.UpdateOption) error {
 			obj.SetResourceVersion(strconv.FormatInt(l.rv.Add(1), 10))
+			l.stored(obj)
 			return nil
 		},
-		Delete: func(context.Context, client.WithWatch, client.Object, ...client.DeleteOption) error { return nil },
+		Delete: func(_ context.Context, _ client.WithWatch, obj client.Object, _ ...client.DeleteOption) error {
+			l.rv.Add(1)
+			l.mu.Lock()
+			delete(l.srv, client.ObjectKeyFromObject(obj))
+			l.mu.Unlock()
+			return nil
+		},
 	})
+}
+
+func (l *listCache) stored(obj client.Object) {
+	l.mu.Lock()
+	l.srv[client.ObjectKeyFromObject(obj)] = obj.DeepCopyObject().(client.Object)
+	l.mu.Unlock()
+}
+
+// server is the API reader: the server's objects, and its version on a
+// List.
+func (l *listCache) server() client.Reader { return listServer{l} }
+
+type listServer struct{ l *listCache }
+
+func (s listServer) Get(_ context.Context, key client.ObjectKey, out client.Object, _ ...client.GetOption) error {
+	s.l.mu.Lock()
+	obj, found := s.l.srv[key]
+	s.l.mu.Unlock()
+	if !found {
+		return apierrors.NewNotFound(corev1.Resource("configmaps"), key.Name)
+	}
+	cm, ok := obj.(*corev1.ConfigMap)
+	dst, isCM := out.(*corev1.ConfigMap)
+	if !ok || !isCM {
+		return apierrors.NewNotFound(corev1.Resource("configmaps"), key.Name)
+	}
+	*dst = *cm.DeepCopy()
+	return nil
+}
+
+func (s listServer) List(_ context.Context, list client.ObjectList, _ ...client.ListOption) error {
+	list.SetResourceVersion(strconv.FormatInt(s.l.rv.Load(), 10))
+	return nil
 }
 
 // children creates n ConfigMaps labelled app=x through c, and shows them in
@@ -122,7 +166,7 @@ func children(t testing.TB, c *expectations.Client, l *listCache, ns string, n i
 // namespaces are not read at all.
 func TestListAsksTheCacheOnceForAWriteItDoesNotShow(t *testing.T) {
 	l := newListCache()
-	c, err := expectations.NewClient(l.client(), expectations.ClientOptions{Name: "list-once"})
+	c, err := expectations.NewClient(l.client(), expectations.ClientOptions{Name: "list-once", APIReader: l.server()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +242,7 @@ func TestListAsksTheCacheOnceForAWriteItDoesNotShow(t *testing.T) {
 // client deleted.
 func TestListDoesNotTakeAnAbsenceForTheCacheCatchingUp(t *testing.T) {
 	l := newListCache()
-	c, err := expectations.NewClient(l.client(), expectations.ClientOptions{Name: "list-absence"})
+	c, err := expectations.NewClient(l.client(), expectations.ClientOptions{Name: "list-absence", APIReader: l.server()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,7 +306,7 @@ func BenchmarkClientList(b *testing.B) {
 	const burst = 500
 	setup := func(b *testing.B) (*listCache, *expectations.Client) {
 		l := newListCache()
-		c, err := expectations.NewClient(l.client(), expectations.ClientOptions{Name: "bench-list"})
+		c, err := expectations.NewClient(l.client(), expectations.ClientOptions{Name: "bench-list", APIReader: l.server()})
 		if err != nil {
 			b.Fatal(err)
 		}

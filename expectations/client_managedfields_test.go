@@ -51,7 +51,7 @@ func TestClientServesOwnWritesInTheCacheFormOfManagedFields(t *testing.T) {
 				return nil
 			}
 			wrapped := interceptor.NewClient(server, funcs)
-			c, err := expectations.NewClient(wrapped, expectations.ClientOptions{Name: "client-managedfields-" + name})
+			c, err := clientOver(wrapped, expectations.ClientOptions{Name: "client-managedfields-" + name})
 			if err != nil {
 				t.Fatal(err)
 			}

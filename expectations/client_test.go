@@ -63,7 +63,7 @@ func newLaggingClient(t *testing.T, name string) (*expectations.Client, *lagging
 	key := client.ObjectKey{Namespace: "default", Name: "a"}
 	lag.hold(t, base, key)
 	c, err := expectations.NewClient(interceptor.NewClient(base, lag.funcs()),
-		expectations.ClientOptions{Tracker: expectations.New(expectations.Options{Name: name})})
+		expectations.ClientOptions{Tracker: expectations.New(expectations.Options{Name: name}), APIReader: base})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,6 +184,25 @@ func TestNewClientRefusesBadOptions(t *testing.T) {
 
 type fakeWithWatch struct{ client.WithWatch }
 
+// TestNewClientRequiresAnAPIReader: a Client reads the server where a
+// write's answer does not say what it has; without a reader it would fail
+// at run time, so it is refused at construction, typed nil included.
+func TestNewClientRequiresAnAPIReader(t *testing.T) {
+	base := fake.NewClientBuilder().Build()
+	var typedNil *fakeWithWatch
+	for name, r := range map[string]client.Reader{"none": nil, "typed nil": typedNil} {
+		t.Run(name, func(t *testing.T) {
+			got, err := expectations.NewClient(base, expectations.ClientOptions{APIReader: r})
+			if !errors.Is(err, expectations.ErrClientOptions) || got != nil {
+				t.Fatalf("NewClient = %v, %v; want nil, ErrClientOptions", got, err)
+			}
+		})
+	}
+	if _, err := expectations.NewClient(base, expectations.ClientOptions{APIReader: base}); err != nil {
+		t.Fatalf("NewClient with an APIReader = %v", err)
+	}
+}
+
 // TestClientWriteNotRecordedIsAnError: a write the server took but the
 // tracker cannot record (a kind its scheme does not know) says so with a
 // typed error; without a Tracker, the Client's own tracker knows every kind
@@ -191,7 +210,7 @@ type fakeWithWatch struct{ client.WithWatch }
 func TestClientWriteNotRecordedIsAnError(t *testing.T) {
 	base := fake.NewClientBuilder().Build()
 	blind := expectations.New(expectations.Options{Name: "client-blind", Scheme: runtime.NewScheme()})
-	c, err := expectations.NewClient(base, expectations.ClientOptions{Tracker: blind})
+	c, err := clientOver(base, expectations.ClientOptions{Tracker: blind})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +226,7 @@ func TestClientWriteNotRecordedIsAnError(t *testing.T) {
 		t.Errorf("the write itself did not happen: %v", err)
 	}
 
-	own, err := expectations.NewClient(base, expectations.ClientOptions{Name: "client-own-tracker"})
+	own, err := clientOver(base, expectations.ClientOptions{Name: "client-own-tracker"})
 	if err != nil {
 		t.Fatal(err)
 	}

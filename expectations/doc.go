@@ -81,7 +81,25 @@
 // Create shows the child. A controller that reads and writes through it
 // changes one line:
 //
-//	c, err := expectations.NewClient(mgr.GetClient(), expectations.ClientOptions{Name: "replicaset", APIReader: mgr.GetAPIReader()})
+//	c, err := expectations.ForManager(mgr, expectations.ClientOptions{Name: "replicaset"})
+//
+// # The rule
+//
+// Every case a Client reads follows one rule (rule.go). For each object
+// the Client keeps at most one entry: the newest state it knows the
+// server had, from its writes' answers, from a live read where an answer
+// does not say (after a Delete, a NotFound, an answer terminating without
+// finalizers), or from a copy a read of another form returned. A read in
+// one form serves the cache's copy when it is at least as new as the
+// entry; it serves the cache's NotFound when the entry is a deletion or
+// when that form's cache has delivered every event up to the entry's
+// version in its namespace (another writer's deletion); otherwise it
+// serves the entry, or refuses with ErrStale where the entry cannot be
+// shown. A copy newer than the entry becomes the entry, so no form reads
+// older afterwards. A deletion is kept as the version at which a live
+// read found the name free: every copy at or below it is gone, whichever
+// incarnation. Lists judge each item, and each entry they do not list, by
+// the same rule.
 //
 // With an OwnerTracker (ClientOptions.Owners), Guard checks the owner at the
 // reconcile's entry; without one, Guard returns the reconciler unchanged.

@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	testingclock "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/racesafe/racesafe/expectations"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 )
@@ -148,4 +150,14 @@ func (d *metricDeltas) histogram(family string) (uint64, float64) {
 	d.t.Helper()
 	now := readMetric(d.t, family, d.tracker)
 	return now.count - d.before[family].count, now.sum - d.before[family].sum
+}
+
+// clientOver is NewClient for a test whose wrapped client reads the
+// server's own state (a fake, an in-memory cache): it is its API reader
+// too, unless opts names one.
+func clientOver(c client.Client, opts expectations.ClientOptions) (*expectations.Client, error) {
+	if opts.APIReader == nil {
+		opts.APIReader = c
+	}
+	return expectations.NewClient(c, opts)
 }

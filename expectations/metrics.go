@@ -1,6 +1,11 @@
 package expectations
 
 import (
+	"sync"
+	"weak"
+
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/racesafe/racesafe/internal/controllermetrics"
@@ -59,9 +64,6 @@ var (
 	clientCaughtUpTotal = controllermetrics.Counter("racesafe_client_caught_up_total",
 		"Writes of the drop-in Client whose cache has caught up, per form read.")
 
-	clientPending = controllermetrics.Gauge("racesafe_client_pending",
-		"Writes the drop-in Client keeps because its cache has not shown them in every form, and not expired.")
-
 	clientUnrecordedTotal = controllermetrics.Counter("racesafe_client_writes_unrecorded_total",
 		"Successful writes of the drop-in Client that it could not keep: its reads do not serve them.", "verb")
 )
@@ -72,7 +74,6 @@ type clientMetrics struct {
 	cache, own, refused prometheus.Counter
 	live                prometheus.Counter
 	caughtUp            prometheus.Counter
-	pending             prometheus.Gauge
 }
 
 func newClientMetrics(name string) *clientMetrics {
@@ -83,7 +84,6 @@ func newClientMetrics(name string) *clientMetrics {
 		refused:  clientReadsTotal.WithLabelValues(name, "refused"),
 		live:     clientReadsTotal.WithLabelValues(name, "live"),
 		caughtUp: clientCaughtUpTotal.WithLabelValues(name),
-		pending:  clientPending.WithLabelValues(name),
 	}
 }
 
@@ -91,4 +91,54 @@ func newClientMetrics(name string) *clientMetrics {
 // fixed set, so the series stay bounded.
 func (m *clientMetrics) unrecorded(verb string) {
 	clientUnrecordedTotal.WithLabelValues(m.name, verb).Inc()
+}
+
+// clientPendingDesc is racesafe_client_pending: computed at each scrape
+// from every live Client, so that it falls to zero on an idle controller
+// whose cache has caught up, with no read or write to update it.
+var clientPendingDesc = prometheus.NewDesc("racesafe_client_pending",
+	"Writes of the drop-in Client that a form of the cache it reads has not shown yet, and not expired; flat and high means a stalled watch.",
+	[]string{controllermetrics.Label}, nil)
+
+// pendingClients collects racesafe_client_pending. It holds its Clients
+// weakly: a Client nobody uses any more is not kept alive by its metric.
+type pendingClients struct {
+	mu      sync.Mutex
+	clients map[weak.Pointer[Client]]struct{}
+}
+
+var livePending = func() *pendingClients {
+	p := &pendingClients{clients: make(map[weak.Pointer[Client]]struct{})}
+	metrics.Registry.MustRegister(p)
+	return p
+}()
+
+func (p *pendingClients) add(c *Client) {
+	p.mu.Lock()
+	p.clients[weak.Make(c)] = struct{}{}
+	p.mu.Unlock()
+}
+
+// Describe implements prometheus.Collector.
+func (p *pendingClients) Describe(ch chan<- *prometheus.Desc) { ch <- clientPendingDesc }
+
+// Collect implements prometheus.Collector: one series per controller name.
+func (p *pendingClients) Collect(ch chan<- prometheus.Metric) {
+	p.mu.Lock()
+	var live []*Client
+	for w := range p.clients {
+		if c := w.Value(); c != nil {
+			live = append(live, c)
+		} else {
+			delete(p.clients, w)
+		}
+	}
+	p.mu.Unlock()
+	byName := make(map[string]int)
+	for _, c := range live {
+		byName[c.metrics().name] += c.Pending()
+	}
+	for name, n := range byName {
+		ch <- prometheus.MustNewConstMetric(clientPendingDesc, prometheus.GaugeValue, float64(n), name)
+	}
 }

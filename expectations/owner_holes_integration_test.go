@@ -3,11 +3,15 @@ package expectations_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -40,14 +44,18 @@ func TestIntegrationOwnerCheckCoversWhatTheListReads(t *testing.T) {
 	t.Run("ambiguous generateName create, not applied", func(t *testing.T) {
 		testAmbiguousCreateNotApplied(t, env.Config, direct)
 	})
+	t.Run("ambiguous generateName create, still in flight", func(t *testing.T) {
+		testAmbiguousCreateInFlight(t, env.Config, direct)
+	})
 }
 
 // testAmbiguousCreateNotApplied: a child Create with generateName answered
 // with a 500 the server did not apply. The Client's live List finds nothing
-// of this owner's by that generateName, so nothing waits: the owner's check
-// passes and the kind's List is served at once, where the kind's current
-// version (the List's, which every write anywhere moves) would have held
-// both until a Secret event came, or the TTL.
+// of this owner's by that generateName: the owner's check passes, and the
+// kind's List is served once the server's request deadline
+// (ClientOptions.RequestTimeout) has passed since the Create, where the
+// kind's current version (the List's, which every write anywhere moves)
+// would have held it until a Secret event came, or the TTL.
 func testAmbiguousCreateNotApplied(t *testing.T, cfg *rest.Config, direct client.Client) {
 	ctx := t.Context()
 	ns := "holes-unapplied"
@@ -65,7 +73,7 @@ func testAmbiguousCreateNotApplied(t *testing.T, cfg *rest.Config, direct client
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := expectations.NewClient(interceptor.NewClient(cached, faults.Funcs()), expectations.ClientOptions{Name: "holes-unapplied", Owners: tr, APIReader: direct})
+	c, err := expectations.NewClient(interceptor.NewClient(cached, faults.Funcs()), expectations.ClientOptions{Name: "holes-unapplied", Owners: tr, APIReader: direct, RequestTimeout: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,10 +97,83 @@ func testAmbiguousCreateNotApplied(t *testing.T, cfg *rest.Config, direct client
 	if err := c.CheckOwner(ctx, client.ObjectKeyFromObject(owner)); err != nil {
 		t.Errorf("CheckOwner after a create the server did not apply = %v, want nil", err)
 	}
-	var list corev1.SecretList
-	if err := c.List(ctx, &list, client.InNamespace(ns)); err != nil {
-		t.Errorf("List after a create the server did not apply = %v, want it served", err)
+	waitFor(t, "the List served once the request deadline has passed", func(ctx context.Context) (bool, error) {
+		var list corev1.SecretList
+		err := c.List(ctx, &list, client.InNamespace(ns))
+		if errors.Is(err, expectations.ErrStale) {
+			return false, nil
+		}
+		return err == nil, err
+	})
+}
+
+// testAmbiguousCreateInFlight (issue 35, 3): a child Create with
+// generateName answered with a timeout while the server is still
+// processing it (a slow webhook, a slow etcd). The Client's read back finds
+// no child, which proves nothing before the server's request deadline: the
+// kind's List is refused, never served without the child, until the cache
+// shows the child the server applied a moment later.
+func testAmbiguousCreateInFlight(t *testing.T, cfg *rest.Config, direct client.Client) {
+	ctx := t.Context()
+	ns := "holes-inflight"
+	testenv.Namespace(t, direct, ns)
+	informers, _ := gatedCache(t, cfg, ns, false)
+	tr, err := expectations.NewOwnerTracker(expectations.OwnerOptions{Name: "holes-inflight", For: &corev1.ConfigMap{}, Cache: informers})
+	if err != nil {
+		t.Fatal(err)
 	}
+	cached, err := client.NewWithWatch(cfg, client.Options{Cache: &client.CacheOptions{Reader: informers}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The Create is answered with a timeout at once, and applied by the
+	// server only after the test lets it: after the Client's read back.
+	apply := make(chan struct{})
+	release := sync.OnceFunc(func() { close(apply) })
+	t.Cleanup(release)
+	applied := make(chan error, 1)
+	slow := interceptor.Funcs{Create: func(_ context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+		sent := obj.DeepCopyObject().(client.Object)
+		go func() {
+			<-apply
+			applied <- c.Create(context.Background(), sent, opts...)
+		}()
+		return apierrors.NewTimeoutError("the request is still being processed", 1)
+	}}
+	c, err := expectations.NewClient(interceptor.NewClient(cached, slow), expectations.ClientOptions{Name: "holes-inflight", Owners: tr, APIReader: direct, RequestTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.SyncInformers(t.Context(), t, informers, &corev1.Secret{}, &corev1.ConfigMap{})
+	owner := createOwner(t, direct, ns)
+	waitFor(t, "the owner in the cache", func(ctx context.Context) (bool, error) {
+		return informers.Get(ctx, client.ObjectKeyFromObject(owner), &corev1.ConfigMap{}) == nil, nil
+	})
+	if err := c.Create(ctx, newOwnedSecret(t, owner)); !apierrors.IsTimeout(err) {
+		t.Fatalf("Create = %v, want the timeout", err)
+	}
+	var list corev1.SecretList
+	if err := c.List(ctx, &list, client.InNamespace(ns)); !errors.Is(err, expectations.ErrStale) {
+		t.Fatalf("List while the Create may still be applied = %d items, %v; want ErrStale", len(list.Items), err)
+	}
+	release()
+	if err := <-applied; err != nil {
+		t.Fatalf("the server's late Create: %v", err)
+	}
+	waitFor(t, "the List to show the child the server applied", func(ctx context.Context) (bool, error) {
+		var list corev1.SecretList
+		err := c.List(ctx, &list, client.InNamespace(ns))
+		if errors.Is(err, expectations.ErrStale) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		if len(list.Items) > 1 {
+			return false, fmt.Errorf("listed %d children", len(list.Items))
+		}
+		return len(list.Items) == 1, nil
+	})
 }
 
 // testTypedWriteMetadataList: Owns(&corev1.Secret{}, builder.OnlyMetadata)

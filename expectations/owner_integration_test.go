@@ -323,7 +323,7 @@ func testListThenCreate(t *testing.T, cfg *rest.Config, direct client.Client, lc
 		wrap := func(r reconcile.Reconciler) reconcile.Reconciler { return r }
 		if lc.mode == listClient {
 			tracker := expectations.New(expectations.Options{Name: "client-" + ns})
-			if c, err = expectations.NewClient(mgr.GetClient(), expectations.ClientOptions{Tracker: tracker, Owners: tr}); err != nil {
+			if c, err = expectations.NewClient(mgr.GetClient(), expectations.ClientOptions{Tracker: tracker, Owners: tr, APIReader: mgr.GetAPIReader()}); err != nil {
 				return err
 			}
 			guarded := c.(*expectations.Client)

@@ -25,12 +25,9 @@ const (
 	// when only its resourceVersion is known (a subresource write with a
 	// body), in which case a cache older than rv is refused.
 	ownWritten ownState = iota
-	// ownGone: the incarnation uid is deleted; the object is NotFound.
+	// ownGone: the name was free on the server at rv (a live read after
+	// the write told it): every copy at rv or older is gone, NotFound.
 	ownGone
-	// ownDeleting: the incarnation uid was deleted, but finalizers (or a
-	// grace period) may keep it: gone or terminating cannot be told, so a
-	// cache that still shows it at rv or older is refused.
-	ownDeleting
 	// ownUnknown: a write ended ambiguously (a timeout, a 500, a reset
 	// connection): the server may or may not have applied it.
 	ownUnknown
@@ -135,9 +132,9 @@ func (s *session) unset(k sessionKey) {
 	}
 }
 
-// put records e under k unless a later write is recorded already (a late
-// response of a concurrent worker). It returns the change in the number of
-// entries.
+// put records e under k unless a later state is recorded already (a late
+// response of a concurrent worker): the newer resourceVersion wins, and an
+// ambiguous write replaces, and is replaced by, anything.
 func (s *session) put(k sessionKey, e *ownEntry) {
 	s.mu.Lock()
 	prev, found := s.m[k]
@@ -146,13 +143,24 @@ func (s *session) put(k sessionKey, e *ownEntry) {
 		s.set(k, e)
 		s.n.Add(1)
 	case prev.state == ownUnknown || e.state == ownUnknown || newer(e.rv, prev.rv):
-		// An equal resourceVersion: the deletion of what was written wins.
-		if e.rv == prev.rv && prev.state == ownGone && e.state == ownWritten {
-			break
-		}
 		s.set(k, e)
 	}
 	s.mu.Unlock()
+}
+
+// inNS returns a copy of the entries of gk in namespace ns, by name.
+func (s *session) inNS(gk schema.GroupKind, ns string) map[string]*ownEntry {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	names := s.byNS[kindNS{gk: gk, ns: ns}]
+	if len(names) == 0 {
+		return nil
+	}
+	out := make(map[string]*ownEntry, len(names))
+	for n, e := range names {
+		out[n] = e
+	}
+	return out
 }
 
 func (s *session) get(k sessionKey) *ownEntry {
@@ -177,6 +185,24 @@ func (s *session) caughtUp(k sessionKey, e *ownEntry, f form) bool {
 		s.unset(k)
 		s.n.Add(-1)
 	}
+	return true
+}
+
+// replace makes n the entry of k if e still is; it reports whether it did.
+// n's caught forms are its own: the entry count is unchanged, and an n
+// every form has shown is dropped.
+func (s *session) replace(k sessionKey, e, n *ownEntry) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if cur, found := s.m[k]; !found || cur != e {
+		return false
+	}
+	if form(n.caught.Load()) == allForms {
+		s.unset(k)
+		s.n.Add(-1)
+		return true
+	}
+	s.set(k, n)
 	return true
 }
 
@@ -313,6 +339,40 @@ func (s *session) sweep(now time.Time) int {
 	return dropped
 }
 
+// pending counts the entries younger than the TTL that no form has caught
+// up with, or that a form read of their kind (read tells them) has not,
+// or that are not told (an ambiguous write), and the barriers younger than
+// the TTL.
+func (s *session) pending(now time.Time, read func(schema.GroupKind) form) int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	n := 0
+	forms := make(map[schema.GroupKind]form)
+	for k, e := range s.m {
+		if s.expired(e, now) {
+			continue
+		}
+		if e.state == ownUnknown {
+			n++
+			continue
+		}
+		fs, found := forms[k.gk]
+		if !found {
+			fs = read(k.gk)
+			forms[k.gk] = fs
+		}
+		if caught := form(e.caught.Load()); fs&^caught != 0 || caught == 0 {
+			n++
+		}
+	}
+	for _, b := range s.barriers {
+		if now.Sub(b.at) < s.ttl {
+			n++
+		}
+	}
+	return n
+}
+
 func (s *session) len() int {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -328,78 +388,6 @@ const (
 	serveNotFound                 // this client deleted it; the cache lags
 	serveRefused                  // newer than the cache, but not servable
 )
-
-// decide compares the cache's copy (nil for NotFound) with e.
-func decide(e *ownEntry, cached client.Object) (decision, bool) {
-	if cached == nil {
-		switch e.state {
-		case ownGone, ownDeleting:
-			return serveCache, true // NotFound is what the deletion waits for
-		case ownUnknown:
-			return serveRefused, false
-		}
-		// Our write exists on the server and the cache has not seen it (a
-		// Create not yet delivered), or another writer deleted it since:
-		// serving our write is never older than our own write, and the
-		// deletion, once delivered, wins.
-		if e.obj == nil {
-			return serveRefused, false
-		}
-		return serveOwn, false
-	}
-	seenRV, uid := cached.GetResourceVersion(), cached.GetUID()
-	if e.rv == "" {
-		// A Delete of a key-only object: the cache cannot be ordered
-		// against it.
-		if e.uid != "" && uid == e.uid && e.state == ownGone {
-			return serveNotFound, false
-		}
-		return serveRefused, false
-	}
-	cmp, err := resourceversion.CompareResourceVersion(seenRV, e.rv)
-	if err != nil {
-		return serveRefused, false
-	}
-	if !sameUID(e.uid, uid) {
-		// Another incarnation: a higher resourceVersion is a successor,
-		// a lower one a predecessor the cache has not seen replaced.
-		if cmp > 0 {
-			return serveCache, true
-		}
-		return own(e), false
-	}
-	switch e.state {
-	case ownWritten:
-		if cmp >= 0 {
-			return serveCache, true
-		}
-		return own(e), false
-	case ownGone, ownDeleting:
-		// A later version of the same incarnation is the server marking it
-		// terminating after our Delete: that is newer than anything we know.
-		if cmp > 0 && cached.GetDeletionTimestamp() != nil {
-			return serveCache, true
-		}
-		if e.state == ownGone {
-			return serveNotFound, false
-		}
-		return serveRefused, false
-	}
-	if cmp > 0 {
-		return serveCache, true
-	}
-	return serveRefused, false
-}
-
-func own(e *ownEntry) decision {
-	switch {
-	case e.state == ownGone:
-		return serveNotFound
-	case e.state == ownWritten && e.obj != nil:
-		return serveOwn
-	}
-	return serveRefused
-}
 
 // into writes a deep copy of src, written at gvk, into dst, in dst's form.
 // It fails where src cannot give dst's form: a metadata-only write read as a

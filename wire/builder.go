@@ -87,7 +87,7 @@ func ControllerManagedBy(mgr manager.Manager) *Builder {
 		return b
 	}
 	b.inner = ctrl.NewControllerManagedBy(mgr)
-	c, err := expectations.NewClient(mgr.GetClient(), expectations.ClientOptions{APIReader: mgr.GetAPIReader()})
+	c, err := expectations.ForManager(mgr, expectations.ClientOptions{})
 	if err != nil {
 		b.err = fmt.Errorf("wire: %w", err)
 		return b

@@ -1,0 +1,223 @@
+package expectations
+
+import (
+	"context"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/racesafe/racesafe/internal/objcopy"
+)
+
+// This file is the Client's read rule, stated in the package documentation
+// ("The rule"): judge decides what one read of one object serves, from the
+// Client's entry for it, the cache's copy, and whether the cache of the
+// form read has reached the entry's version. Get, List and the List's
+// check of entries it did not list all end here.
+
+// judge decides what a read in one form serves for an object with entry e,
+// given cached, the cache's copy in that form (nil for NotFound), and
+// reached, whether that form's cache has delivered every event up to e's
+// version in the object's namespace. caught reports whether the form's
+// cache has caught up with e: from then on the cache alone answers.
+func judge(e *ownEntry, cached client.Object, reached bool) (d decision, caught bool) {
+	if cached == nil {
+		switch {
+		case e.state == ownGone:
+			return serveCache, true // the NotFound the deletion waits for
+		case reached && e.rv != "":
+			// The cache delivered everything up to our version and shows
+			// nothing: another writer deleted it since.
+			return serveCache, true
+		case e.state == ownWritten && e.obj != nil:
+			return serveOwn, false // a Create not delivered yet
+		}
+		return serveRefused, false
+	}
+	if e.rv == "" {
+		return serveRefused, false
+	}
+	cmp, err := resourceversion.CompareResourceVersion(cached.GetResourceVersion(), e.rv)
+	if err != nil {
+		return serveRefused, false
+	}
+	switch {
+	case cmp > 0:
+		// Later than anything this client knows: another writer's, a
+		// successor incarnation, the server marking it terminating.
+		return serveCache, true
+	case cmp == 0 && e.state == ownWritten:
+		// One resourceVersion is one write: this one.
+		return serveCache, true
+	}
+	// The cache's copy is this client's entry or older: the entry wins.
+	return own(e), false
+}
+
+// own is what an entry newer than the cache serves.
+func own(e *ownEntry) decision {
+	switch {
+	case e.state == ownGone:
+		return serveNotFound
+	case e.state == ownWritten && e.obj != nil:
+		return serveOwn
+	}
+	return serveRefused
+}
+
+// formNS names one form of a kind in one namespace ("" for cluster-scoped
+// objects): the unit a cache's progress is known in.
+type formNS struct {
+	gk schema.GroupKind
+	f  form
+	ns string
+}
+
+// formKind is one form of a kind: one informer.
+type formKind struct {
+	gk schema.GroupKind
+	f  form
+}
+
+// watermarks tells how far each form's cache has got: the highest
+// resourceVersion it is known to have delivered in a namespace. A watch
+// delivers one stream in resourceVersion order (a multi-namespace cache
+// runs one per namespace, hence the key), so once the cache handed out, or
+// its informer delivered, an object of the namespace at rv, it has applied
+// every event at or below rv there. Sources: what the cache returns to this
+// Client's reads, the event handler added to each informer the Client reads
+// (ClientOptions.Cache), and client-go's store version where it tells one.
+type watermarks struct {
+	mu    sync.Mutex
+	seen  map[formNS]string
+	kinds map[formKind]*formInformer
+}
+
+type formInformer struct {
+	store versionedStore // nil when the informer cannot say
+}
+
+func newWatermarks() *watermarks {
+	return &watermarks{seen: make(map[formNS]string), kinds: make(map[formKind]*formInformer)}
+}
+
+// raise records that the cache of form f of gk delivered rv in ns.
+func (w *watermarks) raise(gk schema.GroupKind, f form, ns, rv string) {
+	if !wellFormed(rv) {
+		return
+	}
+	k := formNS{gk: gk, f: f, ns: ns}
+	w.mu.Lock()
+	if cur, found := w.seen[k]; !found || newer(rv, cur) {
+		w.seen[k] = rv
+	}
+	w.mu.Unlock()
+}
+
+// reached reports whether form f of gk has delivered rv in ns.
+func (w *watermarks) reached(gk schema.GroupKind, f form, ns, rv string) bool {
+	if rv == "" {
+		return false
+	}
+	w.mu.Lock()
+	cur := w.seen[formNS{gk: gk, f: f, ns: ns}]
+	inf := w.kinds[formKind{gk: gk, f: f}]
+	w.mu.Unlock()
+	if inf != nil && inf.store != nil {
+		if sv := inf.store.LastStoreSyncResourceVersion(); sv != "" && (cur == "" || newer(sv, cur)) {
+			cur = sv
+		}
+	}
+	if cur == "" {
+		return false
+	}
+	cmp, err := resourceversion.CompareResourceVersion(cur, rv)
+	return err == nil && cmp >= 0
+}
+
+// forms returns the forms of gk this Client has read.
+func (w *watermarks) forms(gk schema.GroupKind) form {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var fs form
+	for k := range w.kinds {
+		if k.gk == gk {
+			fs |= k.f
+		}
+	}
+	return fs
+}
+
+// watch notes that the Client reads form f of gk and, with an informer
+// source, adds a handler to that informer (which the read itself has made
+// the cache start): its events raise the watermark and mark the entries
+// they show caught up, so that another writer's deletion is seen without a
+// read and the pending gauge falls as the cache catches up.
+func (c *Client) watch(ctx context.Context, gk schema.GroupKind, f form, like client.Object) {
+	w := c.marks
+	k := formKind{gk: gk, f: f}
+	w.mu.Lock()
+	_, known := w.kinds[k]
+	if !known {
+		w.kinds[k] = &formInformer{}
+	}
+	w.mu.Unlock()
+	if known || c.informers == nil {
+		return
+	}
+	proto, err := emptyOf(like)
+	if err != nil {
+		return
+	}
+	inf, err := c.informers.GetInformer(ctx, proto, cache.BlockUntilSynced(false))
+	if err != nil {
+		return
+	}
+	fi := &formInformer{}
+	if s, ok := inf.(interface{ GetStore() toolscache.Store }); ok {
+		fi.store, _ = s.GetStore().(versionedStore)
+	}
+	w.mu.Lock()
+	w.kinds[k] = fi
+	w.mu.Unlock()
+	_, _ = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { c.delivered(gk, f, obj) },
+		UpdateFunc: func(_, obj any) { c.delivered(gk, f, obj) },
+		DeleteFunc: func(obj any) { c.delivered(gk, f, obj) },
+	})
+}
+
+// delivered is a read form's event handler.
+func (c *Client) delivered(gk schema.GroupKind, f form, obj any) {
+	if _, tomb := obj.(toolscache.DeletedFinalStateUnknown); tomb {
+		return // the last version known, not the deletion's
+	}
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return
+	}
+	ns, rv := m.GetNamespace(), m.GetResourceVersion()
+	c.marks.raise(gk, f, ns, rv)
+	for name, e := range c.s.inNS(gk, ns) {
+		if !e.has(f) && e.rv != "" && newer(rv, e.rv) && e.state != ownUnknown {
+			c.caughtUp(sessionKey{gk: gk, ObjectKey: client.ObjectKey{Namespace: ns, Name: name}}, e, f)
+		}
+	}
+}
+
+// emptyOf returns an empty object of like's type and kind, the prototype
+// an informer is asked for by.
+func emptyOf(like client.Object) (client.Object, error) {
+	out, err := objcopy.EmptyLike(like)
+	if err != nil {
+		return nil, err
+	}
+	out.SetName("")
+	out.SetNamespace("")
+	return out, nil
+}
