@@ -27,8 +27,8 @@ import (
 // the Client's writes go to the server (numbered here, not stored) and
 // reach the cache only when the test says so. Gets and Lists are counted.
 type listCache struct {
-	mu    sync.Mutex
-	cms   map[client.ObjectKey]*corev1.ConfigMap
+	mu  sync.Mutex
+	cms map[client.ObjectKey]*corev1.ConfigMap
 	// srv is the server's side: what the writes left, which the API
 	// reader (server) reads.
 	srv   map[client.ObjectKey]client.Object
