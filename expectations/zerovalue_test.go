@@ -135,3 +135,23 @@ func TestZeroOptionsReaderLearnsKindFromTheCache(t *testing.T) {
 		t.Errorf("Get of the cache's older copy = %v, want ErrStale", err)
 	}
 }
+
+// TestZeroOptionsTrackerSharedWithClient: a Tracker from Options{} shared
+// with a Client (ClientOptions.Tracker) records the Client's writes of a
+// custom kind: NewClient gives it the wrapped client's scheme.
+func TestZeroOptionsTrackerSharedWithClient(t *testing.T) {
+	base := fake.NewClientBuilder().WithScheme(widgetScheme(t)).Build()
+	tr := expectations.New(expectations.Options{})
+	c, err := expectations.NewClient(base, expectations.ClientOptions{Tracker: tr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := newWidget("new", "")
+	w.UID = ""
+	if err := c.Create(t.Context(), w); err != nil {
+		t.Fatalf("Create of a custom kind through a Client sharing a Tracker from Options{} = %v", err)
+	}
+	if got := tr.Pending(); got != 1 {
+		t.Errorf("the shared tracker holds %d expectations, want the Create's 1", got)
+	}
+}
