@@ -34,8 +34,11 @@
 //
 // One Tracker serves every kind. Expectations are kept per kind, namespace
 // and name: a Pod and the ConfigMap of its name are two objects. A typed
-// object's kind comes from Options.Scheme, by its Go type; pass the
-// manager's scheme (mgr.GetScheme()) when the tracker sees your own kinds.
+// object's kind comes from Options.Scheme, by its Go type. Without one, the
+// tracker takes the scheme of the clients it is given (NewReader, Prime,
+// statusupdate.New with it in Options.Expectations), then client-go's, then
+// the object's TypeMeta: expectations.Options{} with NewReader(mgr.GetClient(),
+// tracker) knows the manager's kinds, your own included.
 //
 // # Owned objects and Lists
 //
@@ -140,8 +143,10 @@
 //     one write, and it was ours. Nothing else is reported stale.
 //   - Kind-aware: nothing read of one kind can satisfy, drop or be refused
 //     by the expectation of another kind. A typed object's kind is the one
-//     Options.Scheme (client-go's scheme.Scheme when nil) has for its Go
-//     type; unstructured and metadata-only objects carry theirs. An object
+//     Options.Scheme has for its Go type; when nil, the one the schemes of
+//     the clients the tracker was given, or client-go's, have, or else the
+//     one its TypeMeta names (see Options.Scheme); unstructured and
+//     metadata-only objects carry theirs. An object
 //     whose kind cannot be told is an ErrUnknownKind error from every call
 //     that takes it and returns an error, never taken as fresh; Satisfied and
 //     Predicate say false.

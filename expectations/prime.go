@@ -55,11 +55,15 @@ type PrimeResult struct {
 // Call it before acting on any cached object, for instance from a
 // leader-election runnable that the reconciler waits for. It returns
 // ErrNilObject for a nil list, ErrUnknownKind for a kind the tracker cannot
-// tell, and the Lists' errors wrapped.
+// tell, and the Lists' errors wrapped. A tracker made without
+// Options.Scheme takes the scheme of live (a manager's API reader has the
+// manager's) and of cached, when they have one, as NewReader does.
 func (t *Tracker) Prime(ctx context.Context, live, cached client.Reader, list client.ObjectList, opts ...client.ListOption) (PrimeResult, error) {
 	if objcopy.IsNil(cached) {
 		return PrimeResult{}, fmt.Errorf("prime from %T: %w", list, ErrNilObject)
 	}
+	t.takeScheme(live)
+	t.takeScheme(cached)
 	return primeGap(ctx, live, cached, list, opts, primeActions{
 		check:  func(o client.Object) error { _, _, _, err := t.keyOf(o); return err },
 		behind: t.ExpectWrite,

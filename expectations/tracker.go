@@ -5,6 +5,7 @@ import (
 	"hash/maphash"
 	"math"
 	"reflect"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/racesafe/racesafe/internal/objcopy"
+	"github.com/racesafe/racesafe/internal/schemes"
 )
 
 // DefaultTTL is how long an expectation waits for the cache when Options.TTL
@@ -39,10 +41,20 @@ type Options struct {
 	TTL time.Duration
 	// Clock measures TTLs and catch-up time; clock.RealClock{} when nil.
 	Clock clock.PassiveClock
-	// Scheme names the kind of typed objects, by their Go type; client-go's
-	// scheme.Scheme when nil. Pass the manager's scheme (mgr.GetScheme())
-	// when the tracker sees your own kinds. Unstructured and metadata-only
-	// objects name their kind themselves.
+	// Scheme names the kind of typed objects, by their Go type. When set, it
+	// is the only answer: a Go type it does not know is ErrUnknownKind.
+	//
+	// When nil (the zero value), a typed object's kind is, in this order:
+	// the one the scheme of a client the tracker was given has for its Go
+	// type (NewReader, Prime, NewClient with the tracker in
+	// ClientOptions.Tracker, statusupdate.New with it in
+	// Options.Expectations: each gives the tracker its client's or reader's
+	// Scheme(), normally the manager's); the one client-go's scheme.Scheme
+	// has; the one the object's own TypeMeta names (a controller-runtime
+	// cache sets it on every object it returns, and Reader.Get reads the
+	// cache to learn it). A Go type named once keeps that kind. A typed
+	// object that none of these can name is ErrUnknownKind, saying so.
+	// Unstructured and metadata-only objects name their kind themselves.
 	Scheme *runtime.Scheme
 }
 
@@ -51,10 +63,14 @@ type Options struct {
 // tells whether a cached read has caught up with it. It is safe for
 // concurrent use, and one Tracker serves any number of kinds.
 type Tracker struct {
-	name   string
-	ttl    time.Duration
-	clock  clock.PassiveClock
+	name  string
+	ttl   time.Duration
+	clock clock.PassiveClock
+	// scheme is Options.Scheme, nil when it was not set; given then holds
+	// the schemes of the clients the tracker was given (takeScheme), in
+	// the order given, without repeats.
 	scheme *runtime.Scheme
+	given  atomic.Pointer[[]*runtime.Scheme]
 	m      trackerMetrics
 	// typedKinds caches the kind of each typed Go type the scheme resolved,
 	// so that the check path neither asks the scheme nor allocates; first is
@@ -169,9 +185,6 @@ func (e expectation) pending() bool { return e.caught == 0 }
 // and ExpectDeletion.
 func New(opts Options) *Tracker {
 	opts.Name, opts.TTL, opts.Clock = withDefaults(opts.Name, opts.TTL, opts.Clock)
-	if opts.Scheme == nil {
-		opts.Scheme = clientgoscheme.Scheme
-	}
 	t := &Tracker{
 		name:    opts.Name,
 		ttl:     opts.TTL,
@@ -747,24 +760,98 @@ func (t *Tracker) namedKind(obj client.Object) (kind, error) {
 	return k, nil
 }
 
-// schemeKind asks the scheme for the kind of a typed object. A type
-// registered as several kinds is refused: which one an object is would
-// depend on its TypeMeta, which typed clients leave empty.
+// schemeKind tells the kind of a typed object: from Options.Scheme when it
+// was set; otherwise from the schemes of the clients the tracker was given,
+// client-go's scheme, and the object's TypeMeta, in that order (see
+// Options.Scheme). A type a scheme registers as several kinds is refused:
+// which one an object is would depend on its TypeMeta, which typed clients
+// leave empty.
 func (t *Tracker) schemeKind(obj client.Object) (schema.GroupKind, error) {
-	gvks, unversioned, err := t.scheme.ObjectKinds(obj)
-	if err != nil {
-		return schema.GroupKind{}, fmt.Errorf("%T: %w: %w", obj, ErrUnknownKind, err)
+	if t.scheme != nil {
+		gk, _, err := kindInScheme(t.scheme, obj)
+		return gk, err
 	}
-	if unversioned {
-		return schema.GroupKind{}, fmt.Errorf("%T is unversioned: %w", obj, ErrUnknownKind)
+	var schemes []*runtime.Scheme
+	if given := t.given.Load(); given != nil {
+		schemes = *given
 	}
-	gk := gvks[0].GroupKind()
-	for _, gvk := range gvks[1:] {
-		if gvk.GroupKind() != gk {
-			return schema.GroupKind{}, fmt.Errorf("%T is registered as several kinds %v: %w", obj, gvks, ErrUnknownKind)
+	for _, s := range append(schemes[:len(schemes):len(schemes)], clientgoscheme.Scheme) {
+		if gk, known, err := kindInScheme(s, obj); known {
+			return gk, err
 		}
 	}
-	return gk, nil
+	if gvk := obj.GetObjectKind().GroupVersionKind(); gvk.Kind != "" && gvk.Version != "" {
+		return gvk.GroupKind(), nil
+	}
+	return schema.GroupKind{}, fmt.Errorf("%T is in no scheme the tracker has (client-go's, and the %d of clients it was given) and its TypeMeta is empty: "+
+		"set Options.Scheme (mgr.GetScheme()), or give the tracker the manager's client (NewReader(mgr.GetClient(), tracker)): %w",
+		obj, len(schemes), ErrUnknownKind)
+}
+
+// kindInScheme returns the kind s has for obj's Go type; known is false
+// when s does not know the type at all.
+func kindInScheme(s *runtime.Scheme, obj client.Object) (gk schema.GroupKind, known bool, err error) {
+	gvks, unversioned, err := s.ObjectKinds(obj)
+	if err != nil {
+		return schema.GroupKind{}, false, fmt.Errorf("%T: %w: %w", obj, ErrUnknownKind, err)
+	}
+	if unversioned {
+		return schema.GroupKind{}, true, fmt.Errorf("%T is unversioned: %w", obj, ErrUnknownKind)
+	}
+	gk = gvks[0].GroupKind()
+	for _, gvk := range gvks[1:] {
+		if gvk.GroupKind() != gk {
+			return schema.GroupKind{}, true, fmt.Errorf("%T is registered as several kinds %v: %w", obj, gvks, ErrUnknownKind)
+		}
+	}
+	return gk, true, nil
+}
+
+// learnKind names the Go type of obj, a typed object that no scheme of the
+// tracker knows, by the kind obj's TypeMeta carries, as a controller-runtime
+// cache sets it on the objects it returns; it is an error when obj carries
+// none.
+func (t *Tracker) learnKind(obj client.Object) error {
+	_, err := t.kindOf(obj, formTyped)
+	return err
+}
+
+// takeScheme gives the tracker the scheme of from (a client.Client, or a
+// reader built on one, such as a manager's GetAPIReader()), when it has one
+// and Options.Scheme was not set. A scheme given twice is kept once.
+func (t *Tracker) takeScheme(from any) {
+	if t == nil || t.scheme != nil {
+		return
+	}
+	t.addScheme(schemes.Of(from))
+}
+
+func (t *Tracker) addScheme(s *runtime.Scheme) {
+	if s == nil || t.scheme != nil {
+		return
+	}
+	for {
+		old := t.given.Load()
+		var cur []*runtime.Scheme
+		if old != nil {
+			cur = *old
+		}
+		if slices.Contains(cur, s) {
+			return
+		}
+		next := append(slices.Clip(cur), s)
+		if t.given.CompareAndSwap(old, &next) {
+			return
+		}
+	}
+}
+
+func init() {
+	schemes.Register(func(recipient any, s *runtime.Scheme) {
+		if t, ok := recipient.(*Tracker); ok {
+			t.addScheme(s)
+		}
+	})
 }
 
 // kindID returns the number of gk, numbering it if it is new.

@@ -27,6 +27,8 @@ const ReasonUnspecified = "unspecified"
 // UntilSettledOptions configure [UntilSettled].
 type UntilSettledOptions[Req comparable] struct {
 	// Name labels the metric and the log lines, typically the controller name.
+	// Empty (the zero value) counts under controller="", which works but
+	// joins no controller-runtime series; set it.
 	Name string
 
 	// Interval is the delay of a requeue that UntilSettled adds; nil means

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/racesafe/racesafe/internal/objcopy"
+	"github.com/racesafe/racesafe/internal/schemes"
 )
 
 // Client is the narrowest client the Patcher writes with: the status
@@ -63,7 +64,12 @@ type Options struct {
 	// one.
 	DisableOptimisticLock bool
 
-	// Expectations, when set, is told about every successful write.
+	// Expectations, when set, is told about every successful write; nil (the
+	// zero value) records nothing. An *expectations.Tracker made without
+	// its own Scheme takes the scheme of the client (or, failing that, of
+	// the API reader) given to New, so that it knows the kinds this Patcher
+	// writes: a Tracker from expectations.Options{} records custom
+	// resources too.
 	Expectations Recorder
 
 	// FieldOwner, when set, is sent as the field manager of every patch.
@@ -91,8 +97,11 @@ type Patcher[T client.Object] struct {
 // New returns a Patcher that writes through c and, after a conflict, reads the
 // live object through apiReader. apiReader must read the API server, not the
 // cache: pass the manager's GetAPIReader(). Neither may be nil; Patch reports an
-// error if one is.
+// error if one is. When opts.Expectations is an *expectations.Tracker made
+// without a Scheme, New gives it c's scheme and apiReader's (see
+// [Options].Expectations).
 func New[T client.Object](c Client, apiReader client.Reader, opts Options) *Patcher[T] {
+	schemes.Offer(opts.Expectations, c, apiReader)
 	backoff := opts.Backoff
 	if backoff == (wait.Backoff{}) {
 		backoff = retry.DefaultRetry
