@@ -96,7 +96,7 @@ func TestCheckHistoriesLong(t *testing.T) {
 	if n == "" && one == "" {
 		t.Skip("set RACESAFE_CHECK_HISTORIES (make check-histories) or RACESAFE_HISTORY=<seed>")
 	}
-	histories, seed, shrink := 0, uint64(1), 40
+	histories, seed, shrink := 0, uint64(1), 25
 	if n != "" {
 		var err error
 		if histories, err = strconv.Atoi(n); err != nil {
@@ -141,7 +141,11 @@ func TestCheckHistoriesLong(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("%s: %d histories in %s", name, rep.Histories, time.Since(start).Round(time.Second))
+		var tb strings.Builder
+		if err := racetest.WriteCheckTable(&tb, []*racetest.CheckReport{rep}); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: %d histories in %s\n%s", name, rep.Histories, time.Since(start).Round(time.Second), tb.String())
 		reports = append(reports, rep)
 		for _, rule := range racetest.Rules {
 			if rp, ok := rep.Reproducers[rule]; ok {

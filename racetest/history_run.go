@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"net/http"
 	"strings"
 	"sync"
@@ -44,6 +45,7 @@ type checkEnv struct {
 	mapper   meta.RESTMapper
 	direct   client.WithWatch
 	runs     atomic.Int64 // names each history's namespaces apart
+	id       uint32       // names each CheckHistories call's namespaces apart
 }
 
 func newCheckEnv(o CheckOptions) (*checkEnv, error) {
@@ -65,7 +67,9 @@ func newCheckEnv(o CheckOptions) (*checkEnv, error) {
 	if err != nil {
 		return nil, fmt.Errorf("racetest: direct client: %w", err)
 	}
-	return &checkEnv{o: o, hc: hc, laggedHC: laggedHC, lagged: lagged, mapper: mapper, direct: direct}, nil
+	h := fnv.New32a()
+	fmt.Fprintf(h, "%s %d", o.Subject.Name, time.Now().UnixNano())
+	return &checkEnv{id: h.Sum32(), o: o, hc: hc, laggedHC: laggedHC, lagged: lagged, mapper: mapper, direct: direct}, nil
 }
 
 func (env *checkEnv) close() {
@@ -88,7 +92,7 @@ func (env *checkEnv) runHistory(ctx context.Context, seed uint64, ops []Op) (*hi
 	namespaces := make([]string, o.Subject.Namespaces)
 	tr := &truth{states: map[string][]serverState{}, names: map[string]bool{}}
 	for i := range namespaces {
-		name := fmt.Sprintf("chk-%s-%d-%d-%d", sanitize(o.Subject.Name), seed, run, i)
+		name := fmt.Sprintf("chk-%s-%08x-%d-%d-%d", sanitize(o.Subject.Name), env.id, seed, run, i)
 		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
 		if err := env.direct.Create(ctx, ns); err != nil {
 			return nil, fmt.Errorf("racetest: namespace of history %d: %w", seed, err)
