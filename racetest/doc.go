@@ -55,6 +55,13 @@
 //     someone else's write never delivered (unobserved state), a view that
 //     goes back to an older snapshot (time travel), a crash between two
 //     writes, and a write applied but answered with an error.
+//   - [CheckHistories] checks a client.Client over generated histories, as
+//     etcd's robustness tests and Jepsen's Elle check a database: a seeded
+//     random workload of the client under test (a [Subject]) and another
+//     writer on a few object names, every operation recorded, the server's
+//     every state taken from a watch of its own, and five named [Rules]
+//     checked over each history. A failing history is shrunk to a short
+//     [Reproducer]. See "Checking a client over histories".
 //   - [WithoutRateLimit] returns a copy of a *rest.Config with client-go's
 //     client-side rate limit turned off, so that a burst of reconciles is
 //     paced by the API server and the controller, not by a token bucket.
@@ -222,6 +229,53 @@
 //     managers, and a controller whose options set it to false crashes the
 //     test binary instead.
 //   - It is for tests. Nothing here belongs in a production binary.
+//
+// # Checking a client over histories
+//
+// [CheckHistories] runs CheckOptions.Histories histories one after the
+// other on one control plane. Each has namespaces and a manager of its own
+// (its cache limited to those namespaces, lagged by CheckOptions.Lag, its
+// watches broken by Lag.WatchFaults, its client failing the writes a
+// history marks ambiguous: applied, answered with a timeout), and
+// CheckOptions.Ops operations, generated from its seed (CheckOptions.Seed
+// plus its number): the subject's creates (named and generateName),
+// updates, merge patches, server-side applies, status updates and patches,
+// deletes with and without finalizers, with uid or resourceVersion
+// preconditions, orphan, foreground and background propagation,
+// DeleteAllOf by selector, and reads: Get and List, with and without label
+// selectors, typed, unstructured and metadata-only; the other writer's
+// writes, straight to the server. Objects move in and out of the
+// selectors on the label [CheckerTierLabel]. The kind is
+// PodDisruptionBudget (policy/v1): built in, with a status subresource,
+// reconciled by nothing in envtest, so an orphan or foreground deletion
+// keeps its finalizer until the history removes it.
+//
+// Every operation is a [Record]: start, end, deadline, the version sent and
+// returned, the error, whether the subject refused it (Subject.Refused).
+// The truth is a watch straight to the server from each namespace's
+// creation: every (UID, resourceVersion) state, with its labels, deletion
+// timestamp and deletion; after the operations the checker creates a
+// sentinel object and waits for the watch to deliver it. The deletions the
+// subject's cache showed are read from its informers, one per form. The
+// [Rules] are RuleNeverHad, RuleReadYourWrites, RuleMonotonic,
+// RuleDeletionEnds and RuleBounded; a List's items obey the per-object
+// rules, and an object the subject's own newest write shows matching the
+// selector is not missing unless the server later moved it out or deleted
+// it.
+//
+// A history runs again from its seed, and CheckOptions.Only keeps a shrunk
+// reproducer's operations. CheckOptions.Shrink reruns spend delta
+// debugging on the first failing history of each rule. racetest's own
+// tests run a short budget in `make test`; `make check-histories` runs
+// HISTORIES (10,000 by default) per subject, and docs/consistency.md has
+// the figures.
+//
+// What it does not do: operations run one at a time (the race is the
+// cache's lag, not concurrent requests); resourceVersions are compared as
+// the integers etcd makes them, which the API does not promise; a NotFound
+// counts as newer when the server deleted the incarnation at any later
+// version; the watch faults are seeded but follow the timing of events, so
+// a rerun of a history under them can differ.
 //
 // # A controller whose cache lags
 //
