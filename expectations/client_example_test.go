@@ -19,7 +19,7 @@ func ExampleClient() {
 	var r reconcile.Reconciler                 // your reconciler, built on c
 	var setClient func(c *expectations.Client) // hands c to your reconciler
 
-	c, err := expectations.NewClient(mgr.GetClient(), expectations.ClientOptions{Name: "replicaset", APIReader: mgr.GetAPIReader()})
+	c, err := expectations.ForManager(mgr, expectations.ClientOptions{Name: "replicaset"})
 	if err != nil {
 		panic(err)
 	}
