@@ -142,7 +142,7 @@ func TestZeroOptionsReaderLearnsKindFromTheCache(t *testing.T) {
 func TestZeroOptionsTrackerSharedWithClient(t *testing.T) {
 	base := fake.NewClientBuilder().WithScheme(widgetScheme(t)).Build()
 	tr := expectations.New(expectations.Options{})
-	c, err := expectations.NewClient(base, expectations.ClientOptions{Tracker: tr})
+	c, err := expectations.NewClient(base, expectations.ClientOptions{Tracker: tr, APIReader: base})
 	if err != nil {
 		t.Fatal(err)
 	}
