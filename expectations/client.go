@@ -132,8 +132,9 @@ type ClientOptions struct {
 	// (kube-apiserver's --request-timeout): a Create without a name that
 	// ended ambiguously and is not found is taken as not applied only once
 	// this long has passed since it was sent, since the server may still
-	// apply it until then. 60 seconds, kube-apiserver's default, when zero;
-	// negative takes the first read as final.
+	// apply it until then. Zero or negative takes the first read as final,
+	// as before this option; set DefaultRequestTimeout (kube-apiserver's
+	// default) where a webhook or etcd may be slow.
 	RequestTimeout time.Duration
 	// TTL bounds how long a write is kept for a cache that does not show
 	// it; DefaultTTL when zero or negative.
@@ -148,8 +149,8 @@ type Informers interface {
 	GetInformer(ctx context.Context, obj client.Object, opts ...cache.InformerGetOption) (cache.Informer, error)
 }
 
-// DefaultRequestTimeout is kube-apiserver's default --request-timeout,
-// ClientOptions.RequestTimeout's zero value.
+// DefaultRequestTimeout is kube-apiserver's default --request-timeout, the
+// value to give ClientOptions.RequestTimeout.
 const DefaultRequestTimeout = 60 * time.Second
 
 // Client is a drop-in client.Client with session consistency: its reads
@@ -202,10 +203,7 @@ func NewClient(c client.Client, opts ClientOptions) (*Client, error) {
 	if objcopy.IsNil(opts.Cache) {
 		opts.Cache = nil
 	}
-	switch {
-	case opts.RequestTimeout == 0:
-		opts.RequestTimeout = DefaultRequestTimeout
-	case opts.RequestTimeout < 0:
+	if opts.RequestTimeout < 0 {
 		opts.RequestTimeout = 0
 	}
 	opts.Name, opts.TTL, opts.Clock = withDefaults(opts.Name, opts.TTL, opts.Clock)
