@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -59,16 +60,7 @@ func TestIntegrationOwnerCheckCoversWhatTheListReads(t *testing.T) {
 func testAmbiguousCreateNotApplied(t *testing.T, cfg *rest.Config, direct client.Client) {
 	ctx := t.Context()
 	ns := "holes-unapplied"
-	testenv.Namespace(t, direct, ns)
-	informers, _ := gatedCache(t, cfg, ns, false)
-	tr, err := expectations.NewOwnerTracker(expectations.OwnerOptions{Name: "holes-unapplied", For: &corev1.ConfigMap{}, Cache: informers})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cached, err := client.NewWithWatch(cfg, client.Options{Cache: &client.CacheOptions{Reader: informers}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	informers, tr, cached := ownedCache(t, cfg, direct, ns)
 	faults, err := racetest.NewFaults(racetest.FaultOptions{ServerError: 1, Operations: []racetest.Operation{racetest.OpCreate}})
 	if err != nil {
 		t.Fatal(err)
@@ -107,6 +99,23 @@ func testAmbiguousCreateNotApplied(t *testing.T, cfg *rest.Config, direct client
 	})
 }
 
+// ownedCache makes namespace ns and, over a cache of it, an OwnerTracker of
+// ConfigMap owners named ns and a client that reads the cache.
+func ownedCache(t *testing.T, cfg *rest.Config, direct client.Client, ns string) (cache.Cache, *expectations.OwnerTracker, client.WithWatch) {
+	t.Helper()
+	testenv.Namespace(t, direct, ns)
+	informers, _ := gatedCache(t, cfg, ns, false)
+	tr, err := expectations.NewOwnerTracker(expectations.OwnerOptions{Name: ns, For: &corev1.ConfigMap{}, Cache: informers})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cached, err := client.NewWithWatch(cfg, client.Options{Cache: &client.CacheOptions{Reader: informers}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return informers, tr, cached
+}
+
 // testAmbiguousCreateInFlight (issue 35, 3): a child Create with
 // generateName answered with a timeout while the server is still
 // processing it (a slow webhook, a slow etcd). The Client's read back finds
@@ -116,16 +125,7 @@ func testAmbiguousCreateNotApplied(t *testing.T, cfg *rest.Config, direct client
 func testAmbiguousCreateInFlight(t *testing.T, cfg *rest.Config, direct client.Client) {
 	ctx := t.Context()
 	ns := "holes-inflight"
-	testenv.Namespace(t, direct, ns)
-	informers, _ := gatedCache(t, cfg, ns, false)
-	tr, err := expectations.NewOwnerTracker(expectations.OwnerOptions{Name: "holes-inflight", For: &corev1.ConfigMap{}, Cache: informers})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cached, err := client.NewWithWatch(cfg, client.Options{Cache: &client.CacheOptions{Reader: informers}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	informers, tr, cached := ownedCache(t, cfg, direct, ns)
 	// The Create is answered with a timeout at once, and applied by the
 	// server only after the test lets it: after the Client's read back.
 	apply := make(chan struct{})
