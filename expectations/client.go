@@ -1026,7 +1026,9 @@ func (c *Client) recordWrite(ctx context.Context, verb string, obj client.Object
 	return nil
 }
 
-func (c *Client) recordDeletion(ctx context.Context, obj client.Object, st ownState) error {
+// recordDeletion keeps obj's name free at freeAt, a version a live List
+// was served at: every copy at or below it is NotFound.
+func (c *Client) recordDeletion(ctx context.Context, obj client.Object, freeAt string) error {
 	key := client.ObjectKeyFromObject(obj)
 	k, err := c.tracker.kindOf(obj, formOf(obj))
 	if err != nil || key.Name == "" {
@@ -1036,12 +1038,12 @@ func (c *Client) recordDeletion(ctx context.Context, obj client.Object, st ownSt
 		c.metrics().unrecorded("delete")
 		return &NotRecordedError{Verb: "delete", Key: key, Err: err}
 	}
-	rv := obj.GetResourceVersion()
-	if rv != "" && !wellFormed(rv) {
-		rv = ""
+	rv := freeAt
+	if !wellFormed(rv) {
+		rv = c.newestKnown(k.gk, key, obj)
 	}
 	now := c.clock.Now()
-	c.put(sessionKey{gk: k.gk, ObjectKey: key}, &ownEntry{state: st, uid: obj.GetUID(), rv: rv, at: now}, now)
+	c.put(sessionKey{gk: k.gk, ObjectKey: key}, &ownEntry{state: ownGone, uid: obj.GetUID(), rv: rv, at: now}, now)
 	if c.shared && rv != "" {
 		if err := c.tracker.ExpectDeletion(obj); err != nil {
 			return &NotRecordedError{Verb: "delete", Key: key, Err: err}

@@ -18,12 +18,14 @@ import (
 //     one: the live copy, which Get and List then serve until the cache
 //     shows it (Behind);
 //   - an object the cache holds that is absent from the live List, at a
-//     resourceVersion older than the List's: its deletion, so Get answers
-//     NotFound and List leaves it out until the cache drops it (Gone).
-//     With a label or field selector, absence may mean the object no
-//     longer matches: Prime then reads it live by name, and keeps the live
-//     copy when the cache's is older, the deletion only when it is gone or
-//     another incarnation holds the name.
+//     resourceVersion older than the List's: its deletion, the name free
+//     at the List's version, so Get answers NotFound and List leaves it
+//     out for every copy at that version or older, those the cache has
+//     yet to deliver included, until the cache drops it (Gone). With a
+//     label or field selector, absence may mean the object no longer
+//     matches: Prime then reads it live by name, and keeps the live copy
+//     when the cache's is older, or, when it is gone, reads it back as a
+//     Delete's answer is (the name free at a live List's version).
 //
 // Objects the cache already shows as new as the server, or not at all, and
 // cached objects newer than the List, are left alone: Prime keeps only the
@@ -40,7 +42,13 @@ func (c *Client) Prime(ctx context.Context, live client.Reader, list client.Obje
 	res, err := primeGap(ctx, live, c.inner, list, opts, primeActions{
 		check:  func(o client.Object) error { _, err := c.tracker.kindOf(o, formOf(o)); return err },
 		behind: func(s client.Object) error { return c.recordWrite(ctx, "prime", s, "") },
-		gone:   func(cached client.Object) error { return c.recordDeletion(ctx, cached, ownGone) },
+		gone: func(cached client.Object, freeAt string) error {
+			if freeAt == "" {
+				// Only a Get by name said so: read the version live.
+				return c.settle(ctx, "prime", cached)
+			}
+			return c.recordDeletion(ctx, cached, freeAt)
+		},
 	})
 	if err != nil {
 		return res, fmt.Errorf("client: %w", err)

@@ -106,7 +106,7 @@ func (t *OwnerTracker) primeKind(ctx context.Context, live client.Reader, protos
 		shown := map[client.ObjectKey]bool{}
 		do := primeActions{
 			behind: func(s client.Object) error { return t.ExpectOwnedWrite(ctx, s) },
-			gone: func(c client.Object) error {
+			gone: func(c client.Object, _ string) error {
 				c.GetObjectKind().SetGroupVersionKind(gvk)
 				return t.ExpectOwnedDeletion(ctx, c)
 			},
@@ -122,7 +122,7 @@ func (t *OwnerTracker) primeKind(ctx context.Context, live client.Reader, protos
 			if s, found := server[key]; found && sameUID(s.GetUID(), c.GetUID()) {
 				current = s
 			}
-			return primeCached(c, current, listRV, &res.Behind, &res.Gone, do)
+			return primeCached(c, current, listRV, listRV, &res.Behind, &res.Gone, do)
 		})
 		if err != nil {
 			return err

@@ -67,7 +67,7 @@ func (t *Tracker) Prime(ctx context.Context, live, cached client.Reader, list cl
 	return primeGap(ctx, live, cached, list, opts, primeActions{
 		check:  func(o client.Object) error { _, _, _, err := t.keyOf(o); return err },
 		behind: t.ExpectWrite,
-		gone:   t.ExpectDeletion,
+		gone:   func(c client.Object, _ string) error { return t.ExpectDeletion(c) },
 	})
 }
 
@@ -76,7 +76,10 @@ func (t *Tracker) Prime(ctx context.Context, live, cached client.Reader, list cl
 type primeActions struct {
 	check  func(client.Object) error // a live object the primer cannot take
 	behind func(client.Object) error // the live copy of an object the cache holds older
-	gone   func(client.Object) error // the cached copy of an object the server deleted
+	// gone is given the cached copy of an object the server deleted, and
+	// the version its name was found free at: the live List's, or "" when
+	// only a live Get by name (after a selected List) said it is gone.
+	gone func(cached client.Object, freeAt string) error
 }
 
 // primeGap lists list's kind live, in pages (one snapshot), then from
@@ -129,17 +132,19 @@ func primeGap(ctx context.Context, live, cached client.Reader, list client.Objec
 	selective := (lo.LabelSelector != nil && !lo.LabelSelector.Empty()) || (lo.FieldSelector != nil && !lo.FieldSelector.Empty())
 	err := eachObject(inCache, func(c client.Object) error {
 		s, found := server[client.ObjectKeyFromObject(c)]
+		freeAt := res.ResourceVersion
 		if !found && selective {
 			var err error
 			if s, err = liveCopy(ctx, live, c); err != nil {
 				return err
 			}
 			found = s != nil
+			freeAt = ""
 		}
 		if !found {
 			s = nil
 		}
-		return primeCached(c, s, res.ResourceVersion, &res.Behind, &res.Gone, do)
+		return primeCached(c, s, res.ResourceVersion, freeAt, &res.Behind, &res.Gone, do)
 	})
 	if err != nil {
 		return res, fmt.Errorf("prime: %w", err)
@@ -152,9 +157,9 @@ func primeGap(ctx context.Context, live, cached client.Reader, list client.Objec
 // c's object, nil when the live List (at listRV) does not hold it. A cached
 // copy older than s is behind: do.behind(s), counted in behind. A cached
 // copy older than a List that does not hold it shows an object the server
-// deleted: do.gone(c), counted in gone. A copy as new as the server's needs
-// nothing.
-func primeCached(c, s client.Object, listRV string, behind, gone *int, do primeActions) error {
+// deleted: do.gone(c, freeAt), counted in gone. A copy as new as the
+// server's needs nothing.
+func primeCached(c, s client.Object, listRV, freeAt string, behind, gone *int, do primeActions) error {
 	than := listRV
 	if s != nil {
 		than = s.GetResourceVersion()
@@ -168,7 +173,7 @@ func primeCached(c, s client.Object, listRV string, behind, gone *int, do primeA
 		return do.behind(s)
 	default:
 		*gone++
-		return do.gone(c)
+		return do.gone(c, freeAt)
 	}
 }
 
