@@ -140,8 +140,9 @@ type ownedWait struct {
 	// rv is the highest resourceVersion written, well-formed; "" when only
 	// deletions are awaited.
 	rv string
-	// gone holds the owned objects deleted and not yet seen gone, by UID.
-	gone map[types.UID]*ownedDeletion
+	// gone holds the owned objects deleted and not yet seen gone, by UID
+	// and name: two deletions recorded without a UID are two.
+	gone map[deletedName]*ownedDeletion
 	// at is when the record was last raised: TTL and catch-up count from it.
 	at time.Time
 	// gen counts raises, so that a Check can tell whether a record changed
@@ -151,8 +152,14 @@ type ownedWait struct {
 	woken bool
 }
 
-type ownedDeletion struct {
+// deletedName is one owned deletion: the object's UID ("" when the write
+// did not say) and its name.
+type deletedName struct {
+	uid  types.UID
 	name string
+}
+
+type ownedDeletion struct {
 	// seen: the informer delivered the deletion (or a deletionTimestamp).
 	seen bool
 }
@@ -474,10 +481,10 @@ func (t *OwnerTracker) recordAt(ctx context.Context, owner client.ObjectKey, own
 	raised := false
 	if deletion {
 		if w.gone == nil {
-			w.gone = make(map[types.UID]*ownedDeletion, 1)
+			w.gone = make(map[deletedName]*ownedDeletion, 1)
 		}
-		if _, found := w.gone[owned.GetUID()]; !found {
-			w.gone[owned.GetUID()] = &ownedDeletion{name: okey.Name}
+		if d := (deletedName{uid: owned.GetUID(), name: okey.Name}); w.gone[d] == nil {
+			w.gone[d] = &ownedDeletion{}
 			raised = true
 		}
 	} else if cmp, _ := resourceversion.CompareResourceVersion(rv, w.rv); w.rv == "" || cmp > 0 {
@@ -554,7 +561,7 @@ type pendingCheck struct {
 	gen   uint64
 	rv    string
 	at    time.Time
-	gone  map[types.UID]string // unseen deletions: UID to name
+	gone  []deletedName // unseen deletions
 	state ownedState
 	err   error
 	seen  string
@@ -598,12 +605,9 @@ func (t *OwnerTracker) check(ctx context.Context, key client.ObjectKey, uid type
 // pendingOf copies a record for judging without the lock; t.mu is held.
 func (t *OwnerTracker) pendingOf(inc types.UID, ok ownedKey, w *ownedWait) pendingCheck {
 	pc := pendingCheck{inc: inc, ok: ok, w: w, gen: w.gen, rv: w.rv, at: w.at}
-	for u, d := range w.gone {
+	for dn, d := range w.gone {
 		if !d.seen {
-			if pc.gone == nil {
-				pc.gone = make(map[types.UID]string, len(w.gone))
-			}
-			pc.gone[u] = d.name
+			pc.gone = append(pc.gone, dn)
 		}
 	}
 	return pc
@@ -697,8 +701,9 @@ func (t *OwnerTracker) judgeOwned(ctx context.Context, owner client.ObjectKey, p
 			return ownedStale, seen, nil
 		}
 	}
-	for uid, name := range pc.gone {
-		shown, err := k.shows(ctx, t.cache, client.ObjectKey{Namespace: pc.ok.namespace, Name: name}, uid)
+	for _, dn := range pc.gone {
+		name := dn.name
+		shown, err := k.shows(ctx, t.cache, client.ObjectKey{Namespace: pc.ok.namespace, Name: name}, dn.uid)
 		if err != nil {
 			return ownedStale, seen, fmt.Errorf("confirm deletion of %s %s/%s: %w", pc.ok.gk, pc.ok.namespace, name, err)
 		}

@@ -228,7 +228,7 @@ func (t *OwnerTracker) observe(k *ownerKind, f *kindForm, obj any, deleted bool)
 	if k.waiting.Load() == 0 {
 		return
 	}
-	t.wake(k, ns, m.GetUID(), deleted || m.GetDeletionTimestamp() != nil)
+	t.wake(k, ns, deletedName{uid: m.GetUID(), name: m.GetName()}, deleted || m.GetDeletionTimestamp() != nil)
 }
 
 func (f *kindForm) raiseSeen(namespace, rv string) {
@@ -249,7 +249,7 @@ func (f *kindForm) raiseSeen(namespace, rv string) {
 // wake marks deletions seen and enqueues, once per raise, every owner whose
 // record for (kind, namespace) the cache now satisfies. It scans the owners,
 // so it costs O(owners with records) per event of a kind someone waits on.
-func (t *OwnerTracker) wake(k *ownerKind, namespace string, uid types.UID, gone bool) {
+func (t *OwnerTracker) wake(k *ownerKind, namespace string, obj deletedName, gone bool) {
 	var keys []client.ObjectKey
 	ok := ownedKey{gk: k.gk, namespace: namespace}
 	t.mu.Lock()
@@ -260,8 +260,13 @@ func (t *OwnerTracker) wake(k *ownerKind, namespace string, uid types.UID, gone 
 			if w == nil {
 				continue
 			}
-			if d := w.gone[uid]; gone && d != nil {
-				d.seen = true
+			if gone {
+				// A deletion recorded without a UID is the name's.
+				for _, dn := range []deletedName{obj, {name: obj.name}} {
+					if d := w.gone[dn]; d != nil {
+						d.seen = true
+					}
+				}
 			}
 			if w.woken || len(t.queues) == 0 || !w.caughtUp(namespace) {
 				continue

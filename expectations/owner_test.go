@@ -667,3 +667,34 @@ func TestOwnerDeprecatedNamesStillRecord(t *testing.T) {
 		})
 	}
 }
+
+// TestOwnerDeletionsWithoutAUIDAreKeptApart (issue 35, 10): two children
+// deleted by key, without a UID (a Delete of an object given by name), are
+// two deletions: the Check waits for both, whichever the cache drops first,
+// and a delete event, which carries the UID, satisfies the record of its
+// name. Keyed by UID alone, the second deletion replaced nothing and was
+// lost: the Check passed while the cache still showed it.
+func TestOwnerDeletionsWithoutAUIDAreKeptApart(t *testing.T) {
+	f := newOwnerFixture(t, false)
+	ctx := t.Context()
+	owner := ownerCM("o1")
+	a, b := child("default", "c-a", "ca", "100"), child("default", "c-b", "cb", "101")
+	f.cache.put(a)
+	f.cache.put(b)
+	for _, c := range []*corev1.Secret{a, b} {
+		byKey := c.DeepCopy()
+		byKey.UID = ""
+		if err := f.tr.ExpectDeletion(ctx, owner, byKey); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var stale *expectations.OwnerStaleError
+	f.cache.remove(a)
+	if err := f.tr.Check(ctx, owner); !errors.As(err, &stale) || stale.Deleted != "c-b" {
+		t.Fatalf("Check with c-b still cached = %v, want stale on c-b", err)
+	}
+	f.inf.deliver(b, true)
+	if err := f.tr.Check(ctx, owner); err != nil {
+		t.Fatalf("Check after c-b's delete event = %v, want nil", err)
+	}
+}
