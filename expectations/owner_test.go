@@ -263,7 +263,7 @@ func TestOwnerCheckIsStaleUntilTheStoreVersionCatchesUp(t *testing.T) {
 	}
 }
 
-func TestOwnerCheckFallsBackToEventsPerNamespace(t *testing.T) {
+func TestOwnerCheckFallsBackToEventsPerStream(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		withStore bool // with a store whose version is "": AtomicFIFO off
@@ -279,12 +279,24 @@ func TestOwnerCheckFallsBackToEventsPerNamespace(t *testing.T) {
 			if err := f.tr.Check(ctx, owner); !errors.As(err, &stale) || stale.Seen != "" {
 				t.Fatalf("Check before any event = %v, want stale with nothing seen", err)
 			}
-			// Another namespace's stream being ahead proves nothing here.
+			// Another namespace's stream being ahead proves nothing for a
+			// multi-namespace informer; one informer is one stream, whose
+			// events of every namespace come in order.
 			f.inf.deliver(child("other", "x", "x", "500"), false)
-			if err := f.tr.Check(ctx, owner); !errors.Is(err, expectations.ErrStale) {
-				t.Fatalf("Check after an event in another namespace = %v, want stale", err)
+			switch err := f.tr.Check(ctx, owner); {
+			case !tc.withStore && !errors.Is(err, expectations.ErrStale):
+				t.Fatalf("Check after an event in another namespace's stream = %v, want stale", err)
+			case tc.withStore && err != nil:
+				t.Fatalf("Check after a later event of the one stream, in another namespace = %v, want nil", err)
+			}
+			if err := f.tr.ExpectWrite(ctx, owner, child("default", "c-2", "c2", "600")); err != nil {
+				t.Fatal(err)
 			}
 			f.inf.deliver(child("default", "c-1", "c1", "100"), false)
+			if err := f.tr.Check(ctx, owner); !errors.Is(err, expectations.ErrStale) {
+				t.Fatalf("Check after an event older than the write = %v, want stale", err)
+			}
+			f.inf.deliver(child("default", "c-2", "c2", "600"), false)
 			if err := f.tr.Check(ctx, owner); err != nil {
 				t.Fatalf("Check after the child's own event = %v, want nil", err)
 			}

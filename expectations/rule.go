@@ -86,10 +86,13 @@ type formKind struct {
 
 // watermarks tells how far each form's cache has got: the highest
 // resourceVersion it is known to have delivered in a namespace. A watch
-// delivers one stream in resourceVersion order (a multi-namespace cache
-// runs one per namespace, hence the key), so once the cache handed out, or
-// its informer delivered, an object of the namespace at rv, it has applied
-// every event at or below rv there. Sources: what the cache returns to this
+// delivers one stream in resourceVersion order, so once the cache handed
+// out, or its informer delivered, an object at rv, it has applied every
+// event at or below rv of that stream. A multi-namespace cache runs one
+// stream per namespace, hence the namespace in the key; a form whose
+// informer is one client-go informer (it exposes its store) is one stream
+// for every namespace, and keeps one mark, so that namespaces coming and
+// going are not remembered. Sources: what the cache returns to this
 // Client's reads, the event handler added to each informer the Client reads
 // (ClientOptions.Cache), and client-go's store version where it tells one.
 type watermarks struct {
@@ -100,6 +103,16 @@ type watermarks struct {
 
 type formInformer struct {
 	store versionedStore // nil when the informer cannot say
+	// oneStream: one informer, one watch for every namespace.
+	oneStream bool
+}
+
+// key is where the mark of form f of gk in ns is kept; w.mu is held.
+func (w *watermarks) key(gk schema.GroupKind, f form, ns string) formNS {
+	if inf := w.kinds[formKind{gk: gk, f: f}]; inf != nil && inf.oneStream {
+		ns = ""
+	}
+	return formNS{gk: gk, f: f, ns: ns}
 }
 
 func newWatermarks() *watermarks {
@@ -111,8 +124,8 @@ func (w *watermarks) raise(gk schema.GroupKind, f form, ns, rv string) {
 	if !wellFormed(rv) {
 		return
 	}
-	k := formNS{gk: gk, f: f, ns: ns}
 	w.mu.Lock()
+	k := w.key(gk, f, ns)
 	if cur, found := w.seen[k]; !found || newer(rv, cur) {
 		w.seen[k] = rv
 	}
@@ -125,7 +138,7 @@ func (w *watermarks) reached(gk schema.GroupKind, f form, ns, rv string) bool {
 		return false
 	}
 	w.mu.Lock()
-	cur := w.seen[formNS{gk: gk, f: f, ns: ns}]
+	cur := w.seen[w.key(gk, f, ns)]
 	inf := w.kinds[formKind{gk: gk, f: f}]
 	w.mu.Unlock()
 	if inf != nil && inf.store != nil {
@@ -181,9 +194,23 @@ func (c *Client) watch(ctx context.Context, gk schema.GroupKind, f form, like cl
 	fi := &formInformer{}
 	if s, ok := inf.(interface{ GetStore() toolscache.Store }); ok {
 		fi.store, _ = s.GetStore().(versionedStore)
+		fi.oneStream = true
 	}
 	w.mu.Lock()
 	w.kinds[k] = fi
+	if fi.oneStream {
+		// Marks kept per namespace before the informer was known: the
+		// stream's mark is their highest.
+		one := formNS{gk: gk, f: f}
+		for m, rv := range w.seen {
+			if m.gk == gk && m.f == f && m.ns != "" {
+				if cur, found := w.seen[one]; !found || newer(rv, cur) {
+					w.seen[one] = rv
+				}
+				delete(w.seen, m)
+			}
+		}
+	}
 	w.mu.Unlock()
 	_, _ = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { c.delivered(gk, f, obj) },
