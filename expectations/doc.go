@@ -59,9 +59,11 @@
 // LastStoreSyncResourceVersion, where the informer exposes its store (a
 // cluster-wide cache, AtomicFIFO on). Where it does not (a multi-namespace
 // cache) or answers "" (AtomicFIFO off), it is the highest resourceVersion an
-// event handler saw in the owned object's namespace: a watch delivers one
-// stream in resourceVersion order, and a multi-namespace cache runs one
-// stream per namespace. (A relist is not such a stream: with AtomicFIFO off,
+// event handler saw on the owned object's stream: a watch delivers one
+// stream in resourceVersion order; one informer is one stream for every
+// namespace, and a multi-namespace cache runs one stream per namespace, so
+// the maximum is kept per informer, or per namespace of a multi-namespace
+// cache. (A relist is not such a stream: with AtomicFIFO off,
 // client-go may hand a large list's items out in key order, so the handler's
 // maximum may run ahead of items of that list not yet delivered. The store's
 // version, the default path, has no such gap.) A deletion is awaited by UID,
