@@ -2,6 +2,7 @@ package fence_test
 
 import (
 	"context"
+	"net/http"
 	"errors"
 	"testing"
 	"time"
@@ -57,7 +58,9 @@ func startFenced(tb testing.TB, withPolicy bool) *fenced {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	plain, err := client.NewWithWatch(fence.Config(env.Config, id), client.Options{})
+	cfg := fence.Config(env.Config, id)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return gatedTransport{rt} })
+	plain, err := client.NewWithWatch(cfg, client.Options{})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -189,4 +192,19 @@ func TestPolicyRefusesOldEpoch(t *testing.T) {
 	if err := fx.admin.Create(ctx, item(fx.ns, "admin")); err != nil {
 		t.Fatalf("unfenced write: %v", err)
 	}
+}
+
+// gatedTransport holds a request whose context carries a gate
+// ([gatedContext]) until the gate closes.
+type gatedTransport struct{ next http.RoundTripper }
+
+func (g gatedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if gate, ok := req.Context().Value(gateKey{}).(<-chan struct{}); ok {
+		select {
+		case <-gate:
+		case <-req.Context().Done():
+			return nil, req.Context().Err()
+		}
+	}
+	return g.next.RoundTrip(req)
 }
