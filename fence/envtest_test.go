@@ -2,8 +2,10 @@ package fence_test
 
 import (
 	"context"
-	"net/http"
 	"errors"
+	"net/http"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	"github.com/racesafe/racesafe/fence"
 	"github.com/racesafe/racesafe/internal/testenv"
@@ -186,6 +189,21 @@ func TestPolicyRefusesOldEpoch(t *testing.T) {
 	}
 	if err := fx.client.Delete(ctx, got); err != nil {
 		t.Fatalf("delete with the new epoch: %v", err)
+	}
+	// The checked-in manifest is accepted by the API server (its CEL
+	// compiles); dry run, since its binding's Lease does not exist here.
+	data, err := os.ReadFile("config/workitem.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, doc := range strings.Split(string(data), "\n---\n")[1:] {
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
+			t.Fatal(err)
+		}
+		if err := fx.admin.Create(ctx, u, client.DryRunAll); err != nil {
+			t.Errorf("config/workitem.yaml: %s: %v", u.GetKind(), err)
+		}
 	}
 	// Writes that carry no epoch, such as another user's, are not the
 	// fence's business.

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
 )
 
 // ErrInvalidPolicy means [PolicyOptions] cannot build a policy; the
@@ -157,4 +158,27 @@ func Binding(policy string, lease types.NamespacedName) *admissionregistrationv1
 			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
 		},
 	}
+}
+
+// Manifest returns the policy of o and one binding per lease as a YAML
+// stream, for kubectl apply or a kustomization.
+func Manifest(o PolicyOptions, leases ...types.NamespacedName) ([]byte, error) {
+	p, err := Policy(o)
+	if err != nil {
+		return nil, err
+	}
+	objs := []any{p}
+	for _, l := range leases {
+		objs = append(objs, Binding(p.Name, l))
+	}
+	var out []byte
+	for _, obj := range objs {
+		b, err := yaml.Marshal(obj)
+		if err != nil {
+			return nil, fmt.Errorf("fence: manifest: %w", err)
+		}
+		out = append(out, "---\n"...)
+		out = append(out, b...)
+	}
+	return out, nil
 }
