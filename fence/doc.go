@@ -52,7 +52,8 @@
 //   - It does not close the window between the lease update and the API
 //     server's informer seeing it: a zombie's write that lands in it is
 //     accepted (TestZombieLeader measures it: p50 3 ms, p99 22 ms on
-//     envtest, docs/fencing.md). Nor the time between the lease expiring
+//     envtest, docs/fencing.md); with several API servers, each has its
+//     own informer and its own window. Nor the time between the lease expiring
 //     and another replica taking it: no one else acts then.
 //   - It does not renew or read the lease: call [Fence.Set] with
 //     [EpochOf] the Lease when this process acquires it, and [Fence.Clear]
