@@ -312,9 +312,12 @@ func (c *Client) Get(ctx context.Context, key client.ObjectKey, obj client.Objec
 	sk := sessionKey{gk: k.gk, ObjectKey: key}
 	c.watch(ctx, k.gk, f, obj)
 	e := c.s.get(sk)
+	var caught *ownEntry // an entry this form's cache has caught up with
 	if e != nil && (e.has(f) || c.ticker.now() >= e.deadline) {
 		if !e.has(f) {
 			c.s.drop(sk, e)
+		} else {
+			caught = e
 		}
 		e = nil
 	}
@@ -326,6 +329,7 @@ func (c *Client) Get(ctx context.Context, key client.ObjectKey, obj client.Objec
 		}
 		if err == nil {
 			c.marks.raise(k.gk, f, key.Namespace, obj.GetResourceVersion())
+			c.keepNewer(sk, caught, f, obj)
 		}
 		c.count(err)
 		return err
@@ -414,6 +418,18 @@ func (c *Client) judged(ctx context.Context, sk sessionKey, e *ownEntry, f form,
 	}
 	c.caughtUp(sk, e, f)
 	return d, e
+}
+
+// keepNewer keeps cached, which form f's cache served for an entry e it
+// has caught up with, as the entry when it is newer than e and the Client
+// reads the kind in another form too: that form's cache may still be older
+// than the copy just served, and must not serve older (monotonic reads
+// across forms). A kind read in one form costs a comparison.
+func (c *Client) keepNewer(sk sessionKey, e *ownEntry, f form, cached client.Object) {
+	if e == nil || !wellFormed(e.rv) || !newer(cached.GetResourceVersion(), e.rv) || c.marks.forms(sk.gk)&^f == 0 {
+		return
+	}
+	c.adopt(sk, e, f, cached)
 }
 
 // adopt replaces e with cached, a copy newer than e that form f's cache
@@ -567,6 +583,15 @@ func (c *Client) List(ctx context.Context, list client.ObjectList, opts ...clien
 	}
 	if len(own) == 0 {
 		err := c.inner.List(ctx, list, opts...)
+		if err == nil && c.marks.forms(gk)&^f != 0 {
+			_ = meta.EachListItem(list, func(item runtime.Object) error {
+				if o, ok := item.(client.Object); ok {
+					sk := sessionKey{gk: gk, ObjectKey: client.ObjectKeyFromObject(o)}
+					c.keepNewer(sk, c.s.get(sk), f, o)
+				}
+				return nil
+			})
+		}
 		c.count(err)
 		return err
 	}
@@ -596,6 +621,9 @@ func (c *Client) List(ctx context.Context, list client.ObjectList, opts ...clien
 	}
 	merged := make([]runtime.Object, 0, len(items)+len(own))
 	served := false
+	// The kind is read in another form too: an item newer than an entry
+	// this form has caught up with becomes the entry (keepNewer).
+	others := c.marks.forms(gk)&^f != 0
 	for _, item := range items {
 		o, ok := item.(client.Object)
 		if !ok {
@@ -605,6 +633,9 @@ func (c *Client) List(ctx context.Context, list client.ObjectList, opts ...clien
 		key := client.ObjectKeyFromObject(o)
 		e, mine := own[key]
 		if !mine {
+			if others {
+				c.keepNewer(sessionKey{gk: gk, ObjectKey: key}, c.s.get(sessionKey{gk: gk, ObjectKey: key}), f, o)
+			}
 			merged = append(merged, item)
 			continue
 		}

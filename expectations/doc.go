@@ -316,6 +316,12 @@
 //     which merges its own writes in. A Client does not know what other
 //     clients wrote: another controller's writes are seen when the cache
 //     sees them.
+//   - A Client keeps monotonic reads across forms for the objects it holds
+//     an entry for (its writes, a newer copy a read of one form served
+//     after them, Prime's): an object it has no entry for, read in two
+//     forms whose informers are at different points, may read older in
+//     the one that lags (the history checker's racesafe rows count these).
+//     Read a kind in one form where that matters.
 //   - A Client never writes into the informer's store: other readers of the
 //     cache do not see its writes early.
 //   - It does not replace optimistic locking. It makes stale reads visible to

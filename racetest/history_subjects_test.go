@@ -36,7 +36,7 @@ var errNoRYW = errors.New("controller-runtime before v0.25 has no CacheOptions.E
 // drop-in Client on the manager's client, as docs/adopting.md ports a
 // controller.
 func newRacesafeClient(mgr manager.Manager) (client.Client, error) {
-	return expectations.NewClient(mgr.GetClient(), expectations.ClientOptions{APIReader: mgr.GetAPIReader()})
+	return expectations.ForManager(mgr, expectations.ClientOptions{})
 }
 
 // subject returns the subject called name, or errNoRYW for a

@@ -1,0 +1,132 @@
+package expectations_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"github.com/racesafe/racesafe/expectations"
+)
+
+// formCaches is a cache of ConfigMaps per form (typed, unstructured,
+// metadata), each moved by hand, as a controller-runtime cache runs one
+// informer per form.
+type formCaches struct {
+	mu    sync.Mutex
+	typed map[client.ObjectKey]*corev1.ConfigMap
+	meta  map[client.ObjectKey]*corev1.ConfigMap
+}
+
+func (f *formCaches) show(typed, meta *corev1.ConfigMap) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if typed != nil {
+		f.typed[client.ObjectKeyFromObject(typed)] = typed.DeepCopy()
+	}
+	if meta != nil {
+		f.meta[client.ObjectKeyFromObject(meta)] = meta.DeepCopy()
+	}
+}
+
+func (f *formCaches) client(rv *int) client.Client {
+	return interceptor.NewClient(fake.NewClientBuilder().Build(), interceptor.Funcs{
+		Get: func(_ context.Context, _ client.WithWatch, key client.ObjectKey, out client.Object, _ ...client.GetOption) error {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			src := f.typed
+			if _, ok := out.(*metav1.PartialObjectMetadata); ok {
+				src = f.meta
+			}
+			cm, found := src[key]
+			if !found {
+				return apierrors.NewNotFound(corev1.Resource("configmaps"), key.Name)
+			}
+			switch o := out.(type) {
+			case *corev1.ConfigMap:
+				*o = *cm.DeepCopy()
+			case *unstructured.Unstructured:
+				m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(cm.DeepCopy())
+				if err != nil {
+					return err
+				}
+				o.Object = m
+				o.SetAPIVersion("v1")
+				o.SetKind("ConfigMap")
+			case *metav1.PartialObjectMetadata:
+				o.ObjectMeta = *cm.ObjectMeta.DeepCopy()
+				o.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
+			}
+			return nil
+		},
+		Create: func(_ context.Context, _ client.WithWatch, obj client.Object, _ ...client.CreateOption) error {
+			*rv++
+			obj.SetResourceVersion(strconv.Itoa(*rv))
+			obj.SetUID(types.UID("u-" + obj.GetName()))
+			return nil
+		},
+	})
+}
+
+// TestMonotonicAcrossFormsAfterEveryFormCaughtUp (issue 35, 8, the
+// history checker's seed 7): once a form's cache has caught up with the
+// Client's write, it answers alone; when it then serves another writer's
+// newer copy, a form whose cache is still at the Client's write must not
+// serve that write: the newer copy becomes the entry. A metadata-only copy
+// cannot be shown as a full object: the typed and unstructured Gets refuse
+// (ErrStale) until their cache shows the newer version, then serve it.
+func TestMonotonicAcrossFormsAfterEveryFormCaughtUp(t *testing.T) {
+	f := &formCaches{typed: map[client.ObjectKey]*corev1.ConfigMap{}, meta: map[client.ObjectKey]*corev1.ConfigMap{}}
+	rv := 100
+	inner := f.client(&rv)
+	c, err := expectations.NewClient(inner, expectations.ClientOptions{Name: "forms-monotonic", APIReader: inner})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "item"}, Data: map[string]string{"phase": "Installing"}}
+	if err := c.Create(ctx, cm); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(cm)
+	f.show(cm, cm)
+	meta := &metav1.PartialObjectMetadata{}
+	meta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
+	if err := c.Get(ctx, key, &corev1.ConfigMap{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(ctx, key, meta); err != nil || meta.ResourceVersion != cm.ResourceVersion {
+		t.Fatalf("metadata Get = %v at %s, want %s", err, meta.ResourceVersion, cm.ResourceVersion)
+	}
+	// Another writer moves the object; only the metadata cache shows it.
+	moved := cm.DeepCopy()
+	moved.ResourceVersion = "150"
+	moved.Data = map[string]string{"phase": "Failed"}
+	f.show(nil, moved)
+	if err := c.Get(ctx, key, meta); err != nil || meta.ResourceVersion != "150" {
+		t.Fatalf("metadata Get after the other write = %v at %s, want 150", err, meta.ResourceVersion)
+	}
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
+	for name, obj := range map[string]client.Object{"typed": &corev1.ConfigMap{}, "unstructured": u} {
+		if err := c.Get(ctx, key, obj); !errors.Is(err, expectations.ErrStale) {
+			t.Errorf("%s Get after metadata served 150 = %v at %s, want ErrStale (not the older %s)", name, err, obj.GetResourceVersion(), cm.ResourceVersion)
+		}
+	}
+	f.show(moved, nil)
+	got := &corev1.ConfigMap{}
+	if err := c.Get(ctx, key, got); err != nil || got.ResourceVersion != "150" || got.Data["phase"] != "Failed" {
+		t.Errorf("typed Get once its cache shows 150 = %v at %s (%s), want Failed at 150", err, got.ResourceVersion, got.Data["phase"])
+	}
+}
