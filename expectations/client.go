@@ -1280,7 +1280,11 @@ func (c *Client) retryReadBacks(ctx context.Context) {
 	if now.UnixNano() < next || !c.nextReadBack.CompareAndSwap(next, now.Add(readBackInterval).UnixNano()) {
 		return
 	}
+	ctx = forRead(ctx)
 	for _, w := range c.unresolved.expire(now, c.s.ttl) {
+		if ctx.Err() != nil {
+			return
+		}
 		c.readBack(ctx, w.verb, w.obj, w.gk, w.at)
 	}
 }
@@ -1326,7 +1330,7 @@ func (c *Client) liveVersion(ctx context.Context, verb string, obj client.Object
 	if err != nil {
 		return "", false, false
 	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	rctx, cancel := readBackContext(ctx, 10*time.Second)
 	defer cancel()
 	list := &metav1.PartialObjectMetadataList{}
 	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))

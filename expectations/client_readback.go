@@ -99,17 +99,23 @@ func sameTarget(a, b client.Object) bool {
 	return a.GetGenerateName() == b.GetGenerateName()
 }
 
-type retriedKey struct{}
+type forReadKey struct{}
 
-// withRetried marks a Get that has already retried the read backs, so it
-// does not retry them again.
-func withRetried(ctx context.Context) context.Context {
-	return context.WithValue(ctx, retriedKey{}, true)
+// forRead marks the read backs a read retries (retryReadBacks): they run
+// on the reader's context, within its deadline, whereas a write's read
+// back outlives the write's context, which may be what ended it.
+func forRead(ctx context.Context) context.Context {
+	return context.WithValue(ctx, forReadKey{}, true)
 }
 
-func retried(ctx context.Context) bool {
-	v, _ := ctx.Value(retriedKey{}).(bool)
-	return v
+// readBackContext is the context of one live read made for a write: the
+// caller's, within its deadline, for a read's retry; detached from it for
+// a write's read back; bounded by timeout either way.
+func readBackContext(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	if v, _ := ctx.Value(forReadKey{}).(bool); !v {
+		ctx = context.WithoutCancel(ctx)
+	}
+	return context.WithTimeout(ctx, timeout)
 }
 
 // settle ends a write whose answer does not say what the server has: a
@@ -162,9 +168,10 @@ func (c *Client) readLive(ctx context.Context, verb string, obj client.Object, g
 		return false, false
 	}
 	key := client.ObjectKeyFromObject(obj)
-	// The caller's context may be what ended: the read gets a deadline of
-	// its own, no longer than the server's.
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.readBackTimeout())
+	// A write's context may be what ended: its read back gets a deadline
+	// of its own, no longer than the server's; a read's retry keeps the
+	// reader's (readBackContext).
+	rctx, cancel := readBackContext(ctx, c.readBackTimeout())
 	defer cancel()
 	free, err := c.listVersion(rctx, obj, gk)
 	if err != nil {
@@ -183,6 +190,13 @@ func (c *Client) readLive(ctx context.Context, verb string, obj client.Object, g
 			// newest version known of the object stands in.
 			free = c.newestKnown(gk, key, obj)
 		}
+		if free == "" {
+			// Nothing tells a version (a key-only Delete of an object this
+			// Client never wrote): the cache's copy, read after the server
+			// said it is gone, is at or below the version the name was
+			// free at.
+			free = c.cachedVersion(ctx, key, obj)
+		}
 		now := c.clock.Now()
 		c.put(sessionKey{gk: gk, ObjectKey: key}, &ownEntry{state: ownGone, uid: obj.GetUID(), rv: free, at: now}, now)
 		if c.owners != nil {
@@ -195,6 +209,22 @@ func (c *Client) readLive(ctx context.Context, verb string, obj client.Object, g
 	default:
 		return false, true
 	}
+}
+
+// cachedVersion returns the version of the cache's copy of key, "" when
+// the cache has none, or one of another incarnation than obj's.
+func (c *Client) cachedVersion(ctx context.Context, key client.ObjectKey, obj client.Object) string {
+	cached, err := objcopy.EmptyLike(obj)
+	if err != nil || c.inner.Get(ctx, key, cached, shallowOnly...) != nil {
+		return ""
+	}
+	if uid := obj.GetUID(); uid != "" && cached.GetUID() != uid {
+		return ""
+	}
+	if rv := cached.GetResourceVersion(); wellFormed(rv) {
+		return rv
+	}
+	return ""
 }
 
 // keepLive keeps live, the server's copy read after a write, as a write's

@@ -213,27 +213,42 @@ func (c *Client) watch(ctx context.Context, gk schema.GroupKind, f form, like cl
 	}
 	w.mu.Unlock()
 	_, _ = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { c.delivered(gk, f, obj) },
-		UpdateFunc: func(_, obj any) { c.delivered(gk, f, obj) },
-		DeleteFunc: func(obj any) { c.delivered(gk, f, obj) },
+		AddFunc:    func(obj any) { c.delivered(gk, f, obj, false) },
+		UpdateFunc: func(_, obj any) { c.delivered(gk, f, obj, false) },
+		DeleteFunc: func(obj any) { c.delivered(gk, f, obj, true) },
 	})
 }
 
-// delivered is a read form's event handler.
-func (c *Client) delivered(gk schema.GroupKind, f form, obj any) {
-	if _, tomb := obj.(toolscache.DeletedFinalStateUnknown); tomb {
-		return // the last version known, not the deletion's
+// delivered is a read form's event handler. It judges the entry of the
+// event's own object only: once the informer handed out the object at the
+// entry's version or later, or its deletion, the store holds that, and the
+// form's reads of it go to the cache. Events of other objects raise
+// nothing: a relist hands its items out one by one, so an object's event
+// at a high version says nothing of another object of the same list not
+// handed out yet (the history checker's seed 182 read a deleted object's
+// older copy in that gap).
+func (c *Client) delivered(gk schema.GroupKind, f form, obj any, deleted bool) {
+	if d, tomb := obj.(toolscache.DeletedFinalStateUnknown); tomb {
+		obj, deleted = d.Obj, true
 	}
 	m, err := meta.Accessor(obj)
 	if err != nil {
 		return
 	}
-	ns, rv := m.GetNamespace(), m.GetResourceVersion()
-	c.marks.raise(gk, f, ns, rv)
-	for name, e := range c.s.inNS(gk, ns) {
-		if !e.has(f) && e.rv != "" && newer(rv, e.rv) && e.state != ownUnknown {
-			c.caughtUp(sessionKey{gk: gk, ObjectKey: client.ObjectKey{Namespace: ns, Name: name}}, e, f)
+	sk := sessionKey{gk: gk, ObjectKey: client.ObjectKey{Namespace: m.GetNamespace(), Name: m.GetName()}}
+	e := c.s.get(sk)
+	if e == nil || e.has(f) || e.state == ownUnknown {
+		return
+	}
+	switch {
+	case deleted:
+		// The store no longer holds the object: a deletion kept is what
+		// it waits for; a write of the same incarnation was deleted since.
+		if e.state == ownGone || e.uid == "" || e.uid == m.GetUID() {
+			c.caughtUp(sk, e, f)
 		}
+	case e.rv != "" && !newer(e.rv, m.GetResourceVersion()) && wellFormed(m.GetResourceVersion()):
+		c.caughtUp(sk, e, f)
 	}
 }
 
