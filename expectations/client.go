@@ -184,6 +184,9 @@ type Client struct {
 	// cache that strips them (cache.TransformStripManagedFields). Writes
 	// are then kept without managedFields, as the cache keeps objects.
 	bareCache atomic.Bool
+	// multiForm: some kind is read in more than one form, so reads keep
+	// versions (remember) and no read skips the session.
+	multiForm atomic.Bool
 	// informers is ClientOptions.Cache, nil when not given; marks is what
 	// the Client knows of its caches' progress.
 	informers      Informers
@@ -293,7 +296,7 @@ func (c *Client) Pending() int { return c.s.pending(c.clock.Now(), c.marks.forms
 // when that is newer, as the package documentation's rule says. obj is
 // written only on success; what it receives is the caller's own copy.
 func (c *Client) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	if c.s.n.Load() == 0 && !c.shared {
+	if c.s.n.Load() == 0 && !c.shared && !c.multiForm.Load() {
 		// Nothing pending: the cache alone, into obj, allocating nothing.
 		err := c.inner.Get(ctx, key, obj, opts...)
 		if err == nil {
@@ -329,7 +332,7 @@ func (c *Client) Get(ctx context.Context, key client.ObjectKey, obj client.Objec
 		}
 		if err == nil {
 			c.marks.raise(k.gk, f, key.Namespace, obj.GetResourceVersion())
-			c.keepNewer(sk, caught, f, obj)
+			c.readAlone(sk, caught, f, obj)
 		}
 		c.count(err)
 		return err
@@ -432,6 +435,33 @@ func (c *Client) keepNewer(sk sessionKey, e *ownEntry, f form, cached client.Obj
 	c.adopt(sk, e, f, cached)
 }
 
+// remember keeps the version form f's cache served of an object this
+// Client holds no entry for, when the Client reads the kind in another form
+// too: that form's informer may be behind this one, and must not serve
+// older (monotonic reads across forms). Only the version is kept, not the
+// object: the other forms serve their cache's copy once it is as new, and
+// refuse (ErrStale) before. A kind read in one form keeps nothing.
+func (c *Client) remember(sk sessionKey, f form, served client.Object) {
+	rv := served.GetResourceVersion()
+	if !wellFormed(rv) || c.marks.forms(sk.gk)&^f == 0 {
+		return
+	}
+	now := c.clock.Now()
+	e := &ownEntry{state: ownWritten, uid: served.GetUID(), rv: rv, at: now, seen: true}
+	e.caught.Store(uint32(f))
+	c.put(sk, e, now)
+}
+
+// readAlone keeps what a read of form f served from the cache alone for an
+// object whose entry (nil when none) this form has caught up with.
+func (c *Client) readAlone(sk sessionKey, e *ownEntry, f form, served client.Object) {
+	if e == nil {
+		c.remember(sk, f, served)
+		return
+	}
+	c.keepNewer(sk, e, f, served)
+}
+
 // adopt replaces e with cached, a copy newer than e that form f's cache
 // served: another writer's write, or the server's later state. The other
 // forms' caches may still be older than it; they now serve it.
@@ -447,7 +477,7 @@ func (c *Client) adopt(sk sessionKey, e *ownEntry, f form, cached client.Object)
 	} else if g, err := apiutil.GVKForObject(keep, c.scheme); err == nil {
 		gvk = g
 	}
-	n := &ownEntry{state: ownWritten, uid: keep.GetUID(), rv: keep.GetResourceVersion(), gvk: gvk, obj: keep, at: e.at, deadline: e.deadline}
+	n := &ownEntry{state: ownWritten, uid: keep.GetUID(), rv: keep.GetResourceVersion(), gvk: gvk, obj: keep, at: e.at, deadline: e.deadline, seen: e.seen}
 	n.caught.Store(uint32(f))
 	if !c.s.replace(sk, e, n) {
 		c.caughtUp(sk, e, f)
@@ -546,7 +576,7 @@ func (c *Client) List(ctx context.Context, list client.ObjectList, opts ...clien
 			}
 		}
 	}
-	if c.s.n.Load() == 0 {
+	if c.s.n.Load() == 0 && !c.multiForm.Load() {
 		err := c.inner.List(ctx, list, opts...)
 		if err == nil {
 			c.metrics().cache.Inc()
@@ -587,7 +617,7 @@ func (c *Client) List(ctx context.Context, list client.ObjectList, opts ...clien
 			_ = meta.EachListItem(list, func(item runtime.Object) error {
 				if o, ok := item.(client.Object); ok {
 					sk := sessionKey{gk: gk, ObjectKey: client.ObjectKeyFromObject(o)}
-					c.keepNewer(sk, c.s.get(sk), f, o)
+					c.readAlone(sk, c.s.get(sk), f, o)
 				}
 				return nil
 			})
@@ -634,7 +664,8 @@ func (c *Client) List(ctx context.Context, list client.ObjectList, opts ...clien
 		e, mine := own[key]
 		if !mine {
 			if others {
-				c.keepNewer(sessionKey{gk: gk, ObjectKey: key}, c.s.get(sessionKey{gk: gk, ObjectKey: key}), f, o)
+				sk := sessionKey{gk: gk, ObjectKey: key}
+				c.readAlone(sk, c.s.get(sk), f, o)
 			}
 			merged = append(merged, item)
 			continue

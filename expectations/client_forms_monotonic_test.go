@@ -130,3 +130,58 @@ func TestMonotonicAcrossFormsAfterEveryFormCaughtUp(t *testing.T) {
 		t.Errorf("typed Get once its cache shows 150 = %v at %s (%s), want Failed at 150", err, got.ResourceVersion, got.Data["phase"])
 	}
 }
+
+// TestMonotonicAcrossFormsForAnObjectNeverWritten (the history checker's
+// seed 10): another writer's object, which this Client never wrote, served
+// by the metadata cache at 150 while the typed cache has not delivered it
+// yet: a typed Get must not answer NotFound (older than what the session
+// read), but refuse until the typed cache shows it. The version kept is a
+// read's, not a write's: Pending does not count it.
+func TestMonotonicAcrossFormsForAnObjectNeverWritten(t *testing.T) {
+	f := &formCaches{typed: map[client.ObjectKey]*corev1.ConfigMap{}, meta: map[client.ObjectKey]*corev1.ConfigMap{}}
+	rv := 100
+	inner := f.client(&rv)
+	c, err := expectations.NewClient(inner, expectations.ClientOptions{Name: "forms-never-written", APIReader: inner})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	// The session is in use: the Client wrote an object of the kind, read
+	// in both forms once the caches show it.
+	own := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "own"}}
+	if err := c.Create(ctx, own); err != nil {
+		t.Fatal(err)
+	}
+	f.show(own, own)
+	meta := &metav1.PartialObjectMetadata{}
+	meta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
+	if err := c.Get(ctx, client.ObjectKeyFromObject(own), &corev1.ConfigMap{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(own), meta); err != nil {
+		t.Fatal(err)
+	}
+	pending := c.Pending()
+
+	other := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "other", UID: "u-other", ResourceVersion: "150"}}
+	f.show(nil, other)
+	key := client.ObjectKeyFromObject(other)
+	if err := c.Get(ctx, key, meta); err != nil || meta.ResourceVersion != "150" {
+		t.Fatalf("metadata Get = %v at %s, want 150", err, meta.ResourceVersion)
+	}
+	if err := c.Get(ctx, key, &corev1.ConfigMap{}); !errors.Is(err, expectations.ErrStale) {
+		t.Errorf("typed Get before its cache shows the object = %v, want ErrStale, not NotFound", err)
+	}
+	var list corev1.ConfigMapList
+	if err := c.List(ctx, &list, client.InNamespace("default")); !errors.Is(err, expectations.ErrStale) {
+		t.Errorf("typed List before its cache shows the object = %v, %d items, want ErrStale", err, len(list.Items))
+	}
+	if got := c.Pending(); got != pending {
+		t.Errorf("Pending = %d after the reads, want %d: a version kept from a read is not pending", got, pending)
+	}
+	f.show(other, nil)
+	got := &corev1.ConfigMap{}
+	if err := c.Get(ctx, key, got); err != nil || got.ResourceVersion != "150" {
+		t.Errorf("typed Get once its cache shows 150 = %v at %s", err, got.ResourceVersion)
+	}
+}

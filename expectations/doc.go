@@ -316,12 +316,14 @@
 //     which merges its own writes in. A Client does not know what other
 //     clients wrote: another controller's writes are seen when the cache
 //     sees them.
-//   - A Client keeps monotonic reads across forms for the objects it holds
-//     an entry for (its writes, a newer copy a read of one form served
-//     after them, Prime's): an object it has no entry for, read in two
-//     forms whose informers are at different points, may read older in
-//     the one that lags (the history checker's racesafe rows count these).
-//     Read a kind in one form where that matters.
+//   - A Client keeps monotonic reads across forms once it has read a kind
+//     in two forms through its session: the objects it holds an entry for
+//     (its writes, a newer copy one form served after them, Prime's), and
+//     the version one form served of any other object, which the other
+//     forms must reach before they serve it (ErrStale until then; a
+//     version kept from a read is not pending). Reads made while nothing
+//     is pending and no kind has been read in two forms go to the cache
+//     alone, and are not remembered.
 //   - A Client never writes into the informer's store: other readers of the
 //     cache do not see its writes early.
 //   - It does not replace optimistic locking. It makes stale reads visible to

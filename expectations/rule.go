@@ -178,6 +178,11 @@ func (c *Client) watch(ctx context.Context, gk schema.GroupKind, f form, like cl
 	_, known := w.kinds[k]
 	if !known {
 		w.kinds[k] = &formInformer{}
+		for o := range w.kinds {
+			if o.gk == gk && o.f != f {
+				c.multiForm.Store(true)
+			}
+		}
 	}
 	w.mu.Unlock()
 	if known || c.informers == nil {

@@ -60,6 +60,9 @@ type ownEntry struct {
 	// deadline is at plus the TTL on the Client's ticker: a Get after it
 	// serves the cache alone (Client.put sets it).
 	deadline ticks
+	// seen: kept from a read, not a write (Client.remember): the version
+	// one form served, which the others must not read below. Not pending.
+	seen bool
 }
 
 // has reports whether form f's cache has caught up with e.
@@ -350,6 +353,9 @@ func (s *session) pending(now time.Time, read func(schema.GroupKind) form) int {
 	forms := make(map[schema.GroupKind]form)
 	for k, e := range s.m {
 		if s.expired(e, now) {
+			continue
+		}
+		if e.seen {
 			continue
 		}
 		if e.state == ownUnknown {
