@@ -40,6 +40,20 @@ func (f *formCaches) show(typed, meta *corev1.ConfigMap) {
 	}
 }
 
+// formsClient returns empty form caches and a Client over them, named
+// name, whose writes the server numbers from 101.
+func formsClient(t *testing.T, name string) (*formCaches, *expectations.Client) {
+	t.Helper()
+	f := &formCaches{typed: map[client.ObjectKey]*corev1.ConfigMap{}, meta: map[client.ObjectKey]*corev1.ConfigMap{}}
+	rv := 100
+	inner := f.client(&rv)
+	c, err := expectations.NewClient(inner, expectations.ClientOptions{Name: name, APIReader: inner})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, c
+}
+
 func (f *formCaches) client(rv *int) client.Client {
 	return interceptor.NewClient(fake.NewClientBuilder().Build(), interceptor.Funcs{
 		Get: func(_ context.Context, _ client.WithWatch, key client.ObjectKey, out client.Object, _ ...client.GetOption) error {
@@ -87,13 +101,7 @@ func (f *formCaches) client(rv *int) client.Client {
 // cannot be shown as a full object: the typed and unstructured Gets refuse
 // (ErrStale) until their cache shows the newer version, then serve it.
 func TestMonotonicAcrossFormsAfterEveryFormCaughtUp(t *testing.T) {
-	f := &formCaches{typed: map[client.ObjectKey]*corev1.ConfigMap{}, meta: map[client.ObjectKey]*corev1.ConfigMap{}}
-	rv := 100
-	inner := f.client(&rv)
-	c, err := expectations.NewClient(inner, expectations.ClientOptions{Name: "forms-monotonic", APIReader: inner})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, c := formsClient(t, "forms-monotonic")
 	ctx := t.Context()
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "item"}, Data: map[string]string{"phase": "Installing"}}
 	if err := c.Create(ctx, cm); err != nil {
@@ -138,13 +146,7 @@ func TestMonotonicAcrossFormsAfterEveryFormCaughtUp(t *testing.T) {
 // read), but refuse until the typed cache shows it. The version kept is a
 // read's, not a write's: Pending does not count it.
 func TestMonotonicAcrossFormsForAnObjectNeverWritten(t *testing.T) {
-	f := &formCaches{typed: map[client.ObjectKey]*corev1.ConfigMap{}, meta: map[client.ObjectKey]*corev1.ConfigMap{}}
-	rv := 100
-	inner := f.client(&rv)
-	c, err := expectations.NewClient(inner, expectations.ClientOptions{Name: "forms-never-written", APIReader: inner})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, c := formsClient(t, "forms-never-written")
 	ctx := t.Context()
 	// The session is in use: the Client wrote an object of the kind, read
 	// in both forms once the caches show it.
