@@ -103,10 +103,10 @@
 // shown. A copy newer than the entry becomes the entry, so no form reads
 // older afterwards; where the Client reads a kind in more than one form, the
 // version a read of one form served is kept as an entry too (without the
-// object, and not pending), for the same reason. A deletion is kept as the version at which a live
-// read found the name free: every copy at or below it is gone, whichever
-// incarnation. Lists judge each item, and each entry they do not list, by
-// the same rule.
+// object, and not pending), for the same reason. A deletion is kept as the
+// version at which a live read found the name free: every copy at or below
+// it is gone, whichever incarnation. Lists judge each item, and each entry
+// they do not list, by the same rule.
 //
 // With an OwnerTracker (ClientOptions.Owners), Guard checks the owner at the
 // reconcile's entry; without one, Guard returns the reconciler unchanged.
