@@ -404,12 +404,13 @@ func (c *Client) judged(ctx context.Context, sk sessionKey, e *ownEntry, f form,
 	if cached != nil {
 		c.marks.raise(sk.gk, f, sk.Namespace, cached.GetResourceVersion())
 	}
-	d, caught := judge(e, cached, c.marks.reached(sk.gk, f, sk.Namespace, e.rv))
+	reached := func(rv string) bool { return c.marks.reached(sk.gk, f, sk.Namespace, rv) }
+	d, caught := judge(e, cached, reached)
 	if d == serveRefused && e.state == ownUnknown && !c.unresolved.empty() {
 		c.retryReadBacks(ctx)
 		if cur := c.s.get(sk); cur != nil && cur != e {
 			e = cur
-			d, caught = judge(e, cached, c.marks.reached(sk.gk, f, sk.Namespace, e.rv))
+			d, caught = judge(e, cached, reached)
 		}
 	}
 	if !caught {
@@ -1100,12 +1101,13 @@ func (c *Client) recordDeletion(ctx context.Context, obj client.Object, freeAt s
 		c.metrics().unrecorded("delete")
 		return &NotRecordedError{Verb: "delete", Key: key, Err: err}
 	}
+	existed := c.newestKnown(k.gk, key, obj)
 	rv := freeAt
 	if !wellFormed(rv) {
-		rv = c.newestKnown(k.gk, key, obj)
+		rv = existed
 	}
 	now := c.clock.Now()
-	c.put(sessionKey{gk: k.gk, ObjectKey: key}, &ownEntry{state: ownGone, uid: obj.GetUID(), rv: rv, at: now}, now)
+	c.put(sessionKey{gk: k.gk, ObjectKey: key}, &ownEntry{state: ownGone, uid: obj.GetUID(), rv: rv, existed: existed, at: now}, now)
 	if c.shared && rv != "" {
 		if err := c.tracker.ExpectDeletion(obj); err != nil {
 			return &NotRecordedError{Verb: "delete", Key: key, Err: err}
@@ -1212,7 +1214,9 @@ func (c *Client) ambiguous(ctx context.Context, verb string, obj client.Object, 
 	if key.Name != "" {
 		sk := sessionKey{gk: k.gk, ObjectKey: key}
 		sent = addressed(verb, obj, sentRV, c.s.get(sk))
-		c.put(sk, &ownEntry{state: ownUnknown, uid: obj.GetUID(), rv: resourceVersionOf(obj), at: now}, now)
+		// Unknown from the newest version known: a copy the caller sent
+		// may be older than one the session returned.
+		c.put(sk, &ownEntry{state: ownUnknown, uid: obj.GetUID(), rv: c.newestKnown(k.gk, key, obj), at: now}, now)
 	}
 	c.s.barrier(k.gk, key.Namespace, now, "")
 	told, retry := c.readBack(ctx, verb, sent, k.gk, now)

@@ -187,3 +187,114 @@ func TestMonotonicAcrossFormsForAnObjectNeverWritten(t *testing.T) {
 		t.Errorf("typed Get once its cache shows 150 = %v at %s", err, got.ResourceVersion)
 	}
 }
+
+// TestDeletionHoldsInAFormThatNeverShowedTheObject (the history checker's
+// seed 115): the Client wrote an object and then deleted it while the
+// metadata cache had not delivered even its create. That cache's NotFound
+// is not the deletion: when it then delivers the object's older copy, a
+// metadata Get or List must still answer the deletion, not the copy.
+func TestDeletionHoldsInAFormThatNeverShowedTheObject(t *testing.T) {
+	f, c := formsClient(t, "forms-deletion-before-create")
+	ctx := t.Context()
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "item"}}
+	if err := c.Create(ctx, cm); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(cm)
+	created := cm.DeepCopy()
+	f.show(cm, nil)
+	if err := c.Get(ctx, key, &corev1.ConfigMap{}); err != nil {
+		t.Fatal(err)
+	}
+	// The Delete's NotFound is read back: the server (here the typed
+	// cache, which this fake reads live) no longer has the object.
+	f.mu.Lock()
+	delete(f.typed, key)
+	f.mu.Unlock()
+	if err := c.Delete(ctx, cm); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	meta := &metav1.PartialObjectMetadata{}
+	meta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
+	metas := &metav1.PartialObjectMetadataList{}
+	metas.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMapList"))
+	if err := c.Get(ctx, key, meta); !apierrors.IsNotFound(err) {
+		t.Fatalf("metadata Get before its cache shows anything = %v, want NotFound", err)
+	}
+	if err := c.List(ctx, metas, client.InNamespace("default")); err != nil || len(metas.Items) != 0 {
+		t.Fatalf("metadata List before its cache shows anything = %v, %d items, want none", err, len(metas.Items))
+	}
+	f.show(nil, created) // the lagging cache delivers the create
+	if err := c.Get(ctx, key, meta); !apierrors.IsNotFound(err) {
+		t.Errorf("metadata Get once its cache shows the older copy = %v at %s, want NotFound: the deletion came back", err, meta.ResourceVersion)
+	}
+	if err := c.List(ctx, metas, client.InNamespace("default")); err != nil || len(metas.Items) != 0 {
+		t.Errorf("metadata List once its cache shows the older copy = %v, %d items, want none", err, len(metas.Items))
+	}
+}
+
+// TestAmbiguousWriteFromAnOlderCopyKeepsTheNewest: the Client's writes
+// were answered at 102 and 103; the caller then sends a merge patch from
+// its older copy at 101, and the answer is lost (a timeout) while the read
+// back fails too. The cache then shows 102: a Get must not serve it, older
+// than the 103 the session returned, but refuse until the read back tells.
+func TestAmbiguousWriteFromAnOlderCopyKeepsTheNewest(t *testing.T) {
+	f := &formCaches{typed: map[client.ObjectKey]*corev1.ConfigMap{}, meta: map[client.ObjectKey]*corev1.ConfigMap{}}
+	rv := 100
+	inner := &losingPatches{Client: f.client(&rv), rv: &rv}
+	down := interceptor.NewClient(fake.NewClientBuilder().Build(), interceptor.Funcs{
+		Get: func(context.Context, client.WithWatch, client.ObjectKey, client.Object, ...client.GetOption) error {
+			return apierrors.NewServiceUnavailable("down")
+		},
+		List: func(context.Context, client.WithWatch, client.ObjectList, ...client.ListOption) error {
+			return apierrors.NewServiceUnavailable("down")
+		},
+	})
+	c, err := expectations.NewClient(inner, expectations.ClientOptions{Name: "ambiguous-older-copy", APIReader: down})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "item"}}
+	if err := c.Create(ctx, cm); err != nil {
+		t.Fatal(err)
+	}
+	older := cm.DeepCopy() // at 101
+	for range 2 {
+		if err := c.Patch(ctx, cm, client.Merge); err != nil {
+			t.Fatal(err)
+		}
+	}
+	at102 := cm.DeepCopy()
+	at102.ResourceVersion = "102"
+	key := client.ObjectKeyFromObject(cm)
+	got := &corev1.ConfigMap{}
+	if err := c.Get(ctx, key, got); err != nil || got.ResourceVersion != "103" {
+		t.Fatalf("Get = %v at %s, want the own write at 103", err, got.ResourceVersion)
+	}
+	inner.lose = true
+	if err := c.Patch(ctx, older, client.Merge); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Patch = %v, want the lost answer", err)
+	}
+	f.show(at102, nil)
+	if err := c.Get(ctx, key, got); !errors.Is(err, expectations.ErrStale) {
+		t.Errorf("Get after the ambiguous write = %v at %s, want ErrStale: 102 is older than the 103 returned", err, got.ResourceVersion)
+	}
+}
+
+// losingPatches numbers each Patch from rv and, once lose is set, loses
+// its answer (a timeout) although the server applied it.
+type losingPatches struct {
+	client.Client
+	rv   *int
+	lose bool
+}
+
+func (l *losingPatches) Patch(_ context.Context, obj client.Object, _ client.Patch, _ ...client.PatchOption) error {
+	*l.rv++
+	if l.lose {
+		return context.DeadlineExceeded
+	}
+	obj.SetResourceVersion(strconv.Itoa(*l.rv))
+	return nil
+}

@@ -148,7 +148,7 @@ func (c *Client) settle(ctx context.Context, verb string, obj client.Object) err
 	}
 	now := c.clock.Now()
 	sk := sessionKey{gk: k.gk, ObjectKey: key}
-	c.put(sk, &ownEntry{state: ownUnknown, uid: obj.GetUID(), rv: resourceVersionOf(obj), at: now}, now)
+	c.put(sk, &ownEntry{state: ownUnknown, uid: obj.GetUID(), rv: c.newestKnown(k.gk, key, obj), at: now}, now)
 	if retry {
 		if keep, cerr := objcopy.DeepCopy(obj); cerr == nil {
 			c.unresolved.add(unresolvedWrite{verb: verb, obj: keep, gk: k.gk, at: now})
@@ -185,20 +185,20 @@ func (c *Client) readLive(ctx context.Context, verb string, obj client.Object, g
 	case gerr == nil:
 		return c.keepLive(ctx, live) == nil, false
 	case apierrors.IsNotFound(gerr):
+		existed := c.newestKnown(gk, key, obj)
+		if cv := c.cachedVersion(ctx, key, obj); cv != "" && (existed == "" || newer(cv, existed)) {
+			existed = cv
+		}
 		if free == "" {
 			// The reader's List tells no version (a fake client): the
-			// newest version known of the object stands in.
-			free = c.newestKnown(gk, key, obj)
-		}
-		if free == "" {
-			// Nothing tells a version (a key-only Delete of an object this
-			// Client never wrote): the cache's copy, read after the server
-			// said it is gone, is at or below the version the name was
-			// free at.
-			free = c.cachedVersion(ctx, key, obj)
+			// newest version the object is known to have existed at
+			// stands in; for a key-only Delete of an object this Client
+			// never wrote, that is the cache's copy, read after the
+			// server said it is gone.
+			free = existed
 		}
 		now := c.clock.Now()
-		c.put(sessionKey{gk: gk, ObjectKey: key}, &ownEntry{state: ownGone, uid: obj.GetUID(), rv: free, at: now}, now)
+		c.put(sessionKey{gk: gk, ObjectKey: key}, &ownEntry{state: ownGone, uid: obj.GetUID(), rv: free, existed: existed, at: now}, now)
 		if c.owners != nil {
 			c.tellOwnerScope()
 			if err := c.owners.ExpectOwnedDeletion(ctx, obj); err != nil && !notOwned(err) {

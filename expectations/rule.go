@@ -22,15 +22,20 @@ import (
 
 // judge decides what a read in one form serves for an object with entry e,
 // given cached, the cache's copy in that form (nil for NotFound), and
-// reached, whether that form's cache has delivered every event up to e's
+// reached, whether that form's cache has delivered every event up to a
 // version in the object's namespace. caught reports whether the form's
 // cache has caught up with e: from then on the cache alone answers.
-func judge(e *ownEntry, cached client.Object, reached bool) (d decision, caught bool) {
+func judge(e *ownEntry, cached client.Object, reached func(rv string) bool) (d decision, caught bool) {
 	if cached == nil {
 		switch {
 		case e.state == ownGone:
-			return serveCache, true // the NotFound the deletion waits for
-		case reached && e.rv != "":
+			// NotFound is the deletion's answer. The cache has delivered
+			// the deletion once it has also delivered a version the
+			// object existed at: a cache that has not delivered even
+			// the object's create shows NotFound too, and delivers the
+			// older copy next (the history checker's seed 115).
+			return serveCache, reached(e.rv) || (e.existed != "" && reached(e.existed))
+		case e.rv != "" && reached(e.rv):
 			// The cache delivered everything up to our version and shows
 			// nothing: another writer deleted it since.
 			return serveCache, true
@@ -247,9 +252,11 @@ func (c *Client) delivered(gk schema.GroupKind, f form, obj any, deleted bool) {
 	}
 	switch {
 	case deleted:
-		// The store no longer holds the object: a deletion kept is what
-		// it waits for; a write of the same incarnation was deleted since.
-		if e.state == ownGone || e.uid == "" || e.uid == m.GetUID() {
+		// The store no longer holds the object's incarnation: a deletion
+		// kept is what it waits for; a write of it was deleted since. The
+		// deletion of another incarnation (a lagging cache's older one)
+		// says nothing of this one.
+		if e.uid == "" || e.uid == m.GetUID() {
 			c.caughtUp(sk, e, f)
 		}
 	case e.rv != "" && !newer(e.rv, m.GetResourceVersion()) && wellFormed(m.GetResourceVersion()):

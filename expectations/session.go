@@ -63,6 +63,10 @@ type ownEntry struct {
 	// seen: kept from a read, not a write (Client.remember): the version
 	// one form served, which the others must not read below. Not pending.
 	seen bool
+	// existed, for a deletion (ownGone), is the newest version the object
+	// is known to have existed at, "" when none is: a form's cache that
+	// has delivered it and shows NotFound has delivered the deletion.
+	existed string
 }
 
 // has reports whether form f's cache has caught up with e.
