@@ -54,12 +54,12 @@ bench-e2e: envtest
 soak: envtest
 	KUBEBUILDER_ASSETS="$(ASSETS)" $(GO) run ./examples/workitem/bench --soak $(ARGS)
 
-## check-histories: the history checker's long run (racetest.CheckHistories): HISTORIES histories (default 10000) per subject
+## check-histories: the history checker's long run (racetest.CheckHistories): HISTORIES histories (default 10000), PARALLEL at a time (default 3), per subject
 ## of SUBJECTS (comma-separated; default all: cache, racesafe, controller-runtime-ryw[-multi-namespace|-label-selected]),
 ## on the newest versions; a table per subject and rule, a shrunk reproducer per rule broken.
 .PHONY: check-histories
 check-histories: envtest
-	cd racetest && KUBEBUILDER_ASSETS="$(ASSETS)" RACESAFE_CHECK_HISTORIES=$${HISTORIES:-10000} RACESAFE_CHECK_SUBJECTS=$${SUBJECTS:-} \
+	cd racetest && KUBEBUILDER_ASSETS="$(ASSETS)" RACESAFE_CHECK_HISTORIES=$${HISTORIES:-10000} RACESAFE_CHECK_PARALLEL=$${PARALLEL:-3} RACESAFE_CHECK_SUBJECTS=$${SUBJECTS:-} \
 		$(GO) test -modfile=../hack/newest.mod -run '^TestCheckHistoriesLong$$' -v -timeout 0 -count=1 .
 
 ## generate: deep-copy code and CRD manifests through controller-gen.

@@ -135,6 +135,11 @@ func TestCheckHistoriesLong(t *testing.T) {
 		}
 		o := checkOptions(env.Config, s, seed, histories)
 		o.Shrink, o.Only = shrink, only
+		if p := os.Getenv("RACESAFE_CHECK_PARALLEL"); p != "" {
+			if o.Parallel, err = strconv.Atoi(p); err != nil {
+				t.Fatalf("RACESAFE_CHECK_PARALLEL=%s: %v", p, err)
+			}
+		}
 		o.Lag.WatchFaults = watchFaults(t, seed)
 		start := time.Now()
 		rep, err := racetest.CheckHistories(t.Context(), o)

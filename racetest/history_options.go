@@ -64,6 +64,11 @@ type CheckOptions struct {
 	// Shrink is how many reruns may be spent shrinking each failing history
 	// to a short reproducer; 0 does not shrink.
 	Shrink int
+	// Parallel is how many histories run at once, each in namespaces and
+	// a manager of its own; 1 when zero. The report is the same whatever
+	// it is: histories are added, logged and shrunk in seed order, and
+	// shrinking reruns one at a time.
+	Parallel int
 	// Log, if set, receives one line per finished history.
 	Log func(format string, args ...any)
 }
@@ -95,8 +100,8 @@ func (o CheckOptions) withDefaults() (CheckOptions, error) {
 		return o, &CheckOptionsError{Field: "Config", Reason: "is nil"}
 	case o.Subject.Name == "":
 		return o, &CheckOptionsError{Field: "Subject.Name", Reason: "is empty"}
-	case o.Histories < 0, o.Ops < 0, o.Objects < 0, o.Subject.Namespaces < 0, o.Shrink < 0:
-		return o, &CheckOptionsError{Field: "Histories, Ops, Objects, Shrink or Subject.Namespaces", Reason: "is negative"}
+	case o.Histories < 0, o.Ops < 0, o.Objects < 0, o.Subject.Namespaces < 0, o.Shrink < 0, o.Parallel < 0:
+		return o, &CheckOptionsError{Field: "Histories, Ops, Objects, Shrink, Parallel or Subject.Namespaces", Reason: "is negative"}
 	case o.Ambiguous < 0 || o.Ambiguous > 1 || o.Ambiguous != o.Ambiguous:
 		return o, &CheckOptionsError{Field: "Ambiguous", Reason: fmt.Sprintf("is %v, not in [0, 1]", o.Ambiguous)}
 	case o.OpTimeout < 0 || o.Slack < 0:
@@ -104,6 +109,9 @@ func (o CheckOptions) withDefaults() (CheckOptions, error) {
 	}
 	if o.Histories == 0 {
 		o.Histories = 1
+	}
+	if o.Parallel == 0 {
+		o.Parallel = 1
 	}
 	if o.Ops == 0 {
 		o.Ops = 40

@@ -65,8 +65,8 @@ func (r *CheckReport) Quantile(q float64) time.Duration {
 }
 
 // CheckHistories runs opts.Histories generated histories of opts.Subject on
-// the API server of opts.Config, one after the other, each in namespaces
-// and a manager of its own, and checks each against the [Rules]. It returns
+// the API server of opts.Config, opts.Parallel at a time, each in
+// namespaces and a manager of its own, and checks each against the [Rules]. It returns
 // an error only when it could not run a history; violations are in the
 // report.
 func CheckHistories(ctx context.Context, opts CheckOptions) (*CheckReport, error) {
@@ -80,13 +80,24 @@ func CheckHistories(ctx context.Context, opts CheckOptions) (*CheckReport, error
 	}
 	defer env.close()
 	rep := &CheckReport{Subject: o.Subject.Name, Violations: map[Rule]int{}, Failing: map[Rule]int{}, Reproducers: map[Rule]Reproducer{}}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	results := runAll(ctx, o, func(ctx context.Context, seed uint64) (*historyResult, error) {
+		return env.runHistory(ctx, seed, generate(seed, o))
+	})
+	defer func() {
+		cancel()
+		for range results { // the runs still going end on the cancel
+		}
+	}()
 	for i := range o.Histories {
 		seed := o.Seed + uint64(i)
 		ops := generate(seed, o)
-		h, err := env.runHistory(ctx, seed, ops)
-		if err != nil {
-			return rep, err
+		r := <-results
+		if r.err != nil {
+			return rep, r.err
 		}
+		h := r.h
 		rep.add(h)
 		if o.Log != nil {
 			o.Log("%s history %d: %d ops, %d violations", o.Subject.Name, seed, len(ops), len(h.Violations))
@@ -106,6 +117,61 @@ func CheckHistories(ctx context.Context, opts CheckOptions) (*CheckReport, error
 	}
 	slices.Sort(rep.ReadLatencies)
 	return rep, nil
+}
+
+// ranHistory is one history's run, or why it could not run.
+type ranHistory struct {
+	h   *historyResult
+	err error
+}
+
+// runAll runs the o.Histories histories from o.Seed with run, o.Parallel at
+// a time, and sends their results in seed order; the channel is closed
+// after the last, or after the first that could not run.
+func runAll(parent context.Context, o CheckOptions, run func(ctx context.Context, seed uint64) (*historyResult, error)) <-chan ranHistory {
+	ctx, cancel := context.WithCancel(parent)
+	out := make(chan ranHistory)
+	// Each history's result has a slot of its own, filled when it ends.
+	// A run starts once its slot is queued: the queue's Parallel-1 and the
+	// one slot awaited bound the histories running to Parallel.
+	slots := make(chan chan ranHistory, o.Parallel-1)
+	go func() {
+		defer close(slots)
+		for i := range o.Histories {
+			slot := make(chan ranHistory, 1)
+			select {
+			case slots <- slot:
+			case <-ctx.Done():
+				return
+			}
+			seed := o.Seed + uint64(i)
+			go func() {
+				h, err := run(ctx, seed)
+				slot <- ranHistory{h: h, err: err}
+			}()
+		}
+	}()
+	go func() {
+		defer close(out)
+		defer cancel()
+		stopped := false
+		// Every slot is awaited, so that no run outlives the stream.
+		for slot := range slots {
+			r := <-slot
+			if stopped {
+				continue
+			}
+			select {
+			case out <- r:
+			case <-parent.Done():
+			}
+			if r.err != nil || parent.Err() != nil {
+				stopped = true
+				cancel()
+			}
+		}
+	}()
+	return out
 }
 
 func (r *CheckReport) add(h *historyResult) {
