@@ -14,13 +14,16 @@ type Rule string
 // The rules.
 const (
 	// RuleNeverHad: a read returns a (UID, resourceVersion) the server never
-	// had.
+	// had: one it never stored, or the version of the object's deletion
+	// (the answer to the write that removed its last finalizer, say).
 	RuleNeverHad Rule = "never-had"
 	// RuleReadYourWrites: after a subject write answered at a version, a
 	// later subject read of that object, in any form, returns that version
 	// or newer (a newer incarnation, NotFound once the server deleted it), or
-	// is refused. After the subject's own delete of an incarnation, a read
-	// shows that incarnation only with its deletion timestamp. A List
+	// is refused. After the subject's own delete of an incarnation (the one
+	// it sent, or else the newest it had read or written), a read shows
+	// that incarnation only with its deletion timestamp; after a subject
+	// write answered NotFound, it shows that incarnation no more. A List
 	// misses no object the subject's newest write shows matching its
 	// selector, unless the server later moved it out or deleted it.
 	RuleReadYourWrites Rule = "read-your-writes"
@@ -58,6 +61,7 @@ func (v Violation) String() string { return fmt.Sprintf("%s at #%d: %s", v.Rule,
 type ownWrite struct {
 	Version
 	deleted bool // the write was a delete of incarnation UID
+	gone    bool // the write was answered NotFound: UID no longer existed
 	op      int
 }
 
@@ -97,6 +101,8 @@ func check(o CheckOptions, namespaces []string, records []Record, tr *truth, sho
 			c.absent(r, c.key(r.Op.Namespace, r.Op.Name))
 		case r.Op.isWrite() && r.Err == nil:
 			c.write(r)
+		case r.Op.isWrite() && r.NotFound:
+			c.answeredGone(r)
 		}
 	}
 	return c.out
@@ -112,11 +118,17 @@ func (c *checker) write(r Record) {
 	switch r.Op.Kind {
 	case OpKindDelete:
 		key := c.key(r.Op.Namespace, r.Op.Name)
-		if r.Sent.UID == "" {
-			delete(c.writes, key)
-			return
+		sent := r.Sent
+		if sent.UID == "" {
+			// A delete by name deleted whatever was there: the newest
+			// incarnation the subject knew is gone or going either way.
+			var ok bool
+			if sent, ok = c.known(key); !ok {
+				delete(c.writes, key)
+				return
+			}
 		}
-		c.writes[key] = ownWrite{Version: r.Sent, deleted: true, op: r.Op.Index}
+		c.writes[key] = ownWrite{Version: sent, deleted: true, op: r.Op.Index}
 	case OpKindDeleteAllOf:
 		prefix := c.ns[r.Op.Namespace] + "/"
 		for key := range c.writes {
@@ -128,6 +140,31 @@ func (c *checker) write(r Record) {
 		if r.Found && r.Got.Name != "" {
 			c.writes[c.key(r.Op.Namespace, r.Got.Name)] = ownWrite{Version: r.Got, op: r.Op.Index}
 		}
+	}
+}
+
+// known returns the newest version of key the subject wrote or read.
+func (c *checker) known(key string) (Version, bool) {
+	w, wrote := c.writes[key]
+	s, read := c.seen[key]
+	switch {
+	case wrote && read && c.newer(s.Version, w.Version), !wrote && read:
+		return s.Version, true
+	case wrote:
+		return w.Version, true
+	}
+	return Version{}, false
+}
+
+// answeredGone keeps what a subject write answered NotFound told: the
+// newest incarnation of the object the subject knew no longer exists.
+func (c *checker) answeredGone(r Record) {
+	if r.Op.Kind == OpKindDeleteAllOf || r.Op.Kind == OpKindCreate || r.Op.Kind == OpKindGenerateName {
+		return
+	}
+	key := c.key(r.Op.Namespace, r.Op.Name)
+	if v, ok := c.known(key); ok && v.UID != "" {
+		c.writes[key] = ownWrite{Version: v, deleted: true, gone: true, op: r.Op.Index}
 	}
 }
 
@@ -173,6 +210,8 @@ func (c *checker) observe(r Record, key string, v Version) {
 	}
 	if w, ok := c.writes[key]; ok {
 		switch {
+		case w.gone && v.UID == w.UID:
+			c.flag(RuleReadYourWrites, r, "%s returned after the subject's write (#%d) was answered NotFound", v, w.op)
 		case w.deleted && v.UID == w.UID && !v.Deleting:
 			c.flag(RuleReadYourWrites, r, "%s returned after the subject's own delete of it (#%d) was answered", v, w.op)
 		case !w.deleted && c.newer(w.Version, v):

@@ -74,10 +74,18 @@ func TestCheckRules(t *testing.T) {
 	o, _ := CheckOptions{Config: &rest.Config{}, Subject: Subject{Name: "s"}}.withDefaults()
 	ns := []string{"ns"}
 	tr := states("u1", serverState{Version: Version{RV: 10}}, serverState{Version: Version{RV: 11}})
+	tr.states["u2"] = []serverState{{Version: Version{Name: "o", UID: "u2", RV: 20}}}
+	tr.states["u3"] = []serverState{{Version: Version{Name: "o", UID: "u3", RV: 30}}, {Version: Version{Name: "o", UID: "u3", RV: 31}, Gone: true}}
+	tr.states["u1"] = append(tr.states["u1"], serverState{Version: Version{Name: "o", UID: "u1", RV: 11, Deleting: true}})
 	notFound := rec(3, WriterSubject, OpKindGet, FormTyped, nil)
 	notFound.NotFound, notFound.Err = true, errors.New("not found")
 	late := rec(1, WriterSubject, OpKindGet, FormTyped, v("u1", 11))
 	late.End = late.Deadline.Add(time.Second)
+	updateGone := rec(2, WriterSubject, OpKindUpdate, FormTyped, nil)
+	updateGone.NotFound, updateGone.Err = true, errors.New("not found")
+	deleteByName := rec(2, WriterSubject, OpKindDelete, FormTyped, nil) // Sent carries no UID
+	deleting := v("u1", 11)
+	deleting.Deleting = true
 	for name, c := range map[string]struct {
 		records []Record
 		shown   map[Form]map[string]time.Time
@@ -92,6 +100,10 @@ func TestCheckRules(t *testing.T) {
 		},
 		"never had": {
 			records: []Record{rec(1, WriterSubject, OpKindGet, FormTyped, v("u1", 12))},
+			want:    []Rule{RuleNeverHad},
+		},
+		"the version of its deletion": {
+			records: []Record{rec(1, WriterSubject, OpKindGet, FormTyped, v("u3", 31))},
 			want:    []Rule{RuleNeverHad},
 		},
 		"newer then older across forms": {
@@ -110,6 +122,20 @@ func TestCheckRules(t *testing.T) {
 		"past the deadline": {
 			records: []Record{late},
 			want:    []Rule{RuleBounded},
+		},
+		"write answered NotFound, then the incarnation read": {
+			records: []Record{rec(1, WriterSubject, OpKindGet, FormTyped, v("u1", 11)), updateGone, rec(3, WriterSubject, OpKindGet, FormMetadata, v("u1", 11))},
+			want:    []Rule{RuleReadYourWrites},
+		},
+		"write answered NotFound, then a new incarnation read": {
+			records: []Record{rec(1, WriterSubject, OpKindGet, FormTyped, v("u1", 11)), updateGone, rec(3, WriterSubject, OpKindGet, FormTyped, v("u2", 20))},
+		},
+		"delete by name, then the incarnation read": {
+			records: []Record{rec(1, WriterSubject, OpKindGet, FormTyped, v("u1", 11)), deleteByName, rec(3, WriterSubject, OpKindGet, FormTyped, v("u1", 11))},
+			want:    []Rule{RuleReadYourWrites},
+		},
+		"delete by name, then the incarnation read terminating": {
+			records: []Record{rec(1, WriterSubject, OpKindGet, FormTyped, v("u1", 11)), deleteByName, rec(3, WriterSubject, OpKindGet, FormTyped, deleting)},
 		},
 		"the other writer's reads are not checked": {
 			records: []Record{rec(1, WriterOther, OpKindGet, FormTyped, v("u1", 12))},

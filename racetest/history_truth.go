@@ -32,10 +32,11 @@ type truth struct {
 	err    error
 }
 
-// had reports whether the server had uid at rv.
+// had reports whether the server had uid at rv: the version of its
+// deletion is not a state it had.
 func (t *truth) had(uid string, rv uint64) bool {
 	for _, s := range t.states[uid] {
-		if s.RV == rv {
+		if s.RV == rv && !s.Gone {
 			return true
 		}
 	}
