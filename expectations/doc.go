@@ -105,8 +105,13 @@
 // version a read of one form served is kept as an entry too (without the
 // object, and not pending), for the same reason. A deletion is kept as the
 // version at which a live read found the name free: every copy at or below
-// it is gone, whichever incarnation. Lists judge each item, and each entry
-// they do not list, by the same rule.
+// it is gone, whichever incarnation. A form's cache has caught up with a
+// deletion once it shows NotFound and has delivered a version the object
+// existed at, or that incarnation's delete event: a cache that has not
+// delivered even the object's create shows NotFound too. A write that
+// ended ambiguously keeps the newest version known until its read back
+// tells: the cache's copy is served only once newer. Lists judge each
+// item, and each entry they do not list, by the same rule.
 //
 // With an OwnerTracker (ClientOptions.Owners), Guard checks the owner at the
 // reconcile's entry; without one, Guard returns the reconciler unchanged.
