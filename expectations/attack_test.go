@@ -525,3 +525,40 @@ func TestDeleteEventOfAnotherIncarnationIsNotTheClients(t *testing.T) {
 		t.Errorf("Get once the cache delivers b's create = %v (%s at %s), want NotFound", err, got.UID, got.ResourceVersion)
 	}
 }
+
+// TestDeletionSeenInOneFormEndsTheWriteInEvery (the history checker's
+// seed 152): the Client created an object and read it in the metadata
+// form only; another writer deleted it, and the metadata informer
+// delivered the deletion. A typed read, the first of that form, must not
+// serve the Client's create: the typed informer had delivered the deletion
+// before the Client's handler was on it.
+func TestDeletionSeenInOneFormEndsTheWriteInEvery(t *testing.T) {
+	// Broken by: catching up only form f in (*Client).delivered (rule.go)
+	// instead of deletedSince, fails with: typed List = [item@1], <nil>;
+	// want nothing.
+	r := newRig(t, rigOptions{})
+	ctx := t.Context()
+	cm := attackCM("item")
+	cm.UID = "u1"
+	if err := r.c.Create(ctx, cm); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(cm)
+	meta := &metav1.PartialObjectMetadata{}
+	meta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
+	if err := r.c.Get(ctx, key, meta); err != nil {
+		t.Fatal(err) // the metadata form is read: its handler is on
+	}
+	if err := r.srv.Delete(ctx, cm.DeepCopy()); err != nil {
+		t.Fatal(err)
+	}
+	r.drop(cm)
+	r.deliver(cm, true)
+	got := &corev1.ConfigMap{}
+	if err := r.c.Get(ctx, key, got); !apierrors.IsNotFound(err) {
+		t.Errorf("typed Get after the metadata informer delivered the deletion = %v (at %s), want NotFound", err, got.ResourceVersion)
+	}
+	if names, err := listed(t, r); err != nil || len(names) != 0 {
+		t.Errorf("typed List = %v, %v; want nothing", names, err)
+	}
+}

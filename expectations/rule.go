@@ -251,6 +251,12 @@ func (c *Client) delivered(gk schema.GroupKind, f form, obj any, deleted bool) {
 		return
 	}
 	switch {
+	case deleted && e.state == ownWritten && e.uid != "" && e.uid == m.GetUID():
+		// The incarnation written is deleted: every form's copy of it is
+		// stale now, including a form whose handler was added after its
+		// informer delivered the deletion (the history checker's seed
+		// 152). The entry becomes that deletion.
+		c.deletedSince(sk, e, f, m.GetResourceVersion())
 	case deleted:
 		// The store no longer holds the object's incarnation: a deletion
 		// kept is what it waits for; a write of it was deleted since. The
@@ -260,6 +266,21 @@ func (c *Client) delivered(gk schema.GroupKind, f form, obj any, deleted bool) {
 			c.caughtUp(sk, e, f)
 		}
 	case e.rv != "" && !newer(e.rv, m.GetResourceVersion()) && wellFormed(m.GetResourceVersion()):
+		c.caughtUp(sk, e, f)
+	}
+}
+
+// deletedSince replaces e, a write of an incarnation form f's informer
+// has just delivered the deletion of (at rv, the event's version), by that
+// deletion, caught up in f: the other forms serve NotFound for it from now
+// on, and their caches' copies of it, all older, are not served.
+func (c *Client) deletedSince(sk sessionKey, e *ownEntry, f form, rv string) {
+	n := &ownEntry{state: ownGone, uid: e.uid, rv: e.rv, existed: e.rv, at: e.at, deadline: e.deadline, seen: e.seen}
+	if wellFormed(rv) && newer(rv, e.rv) {
+		n.rv = rv
+	}
+	n.caught.Store(uint32(f))
+	if !c.s.replace(sk, e, n) {
 		c.caughtUp(sk, e, f)
 	}
 }

@@ -54,7 +54,9 @@ func TestCheckHistories(t *testing.T) {
 	})
 	t.Run("RacesafeClientHasNoViolations", func(t *testing.T) {
 		s, _ := subject(subjectRacesafe)
-		rep := runCheck(t, checkOptions(env.Config, s, 1, 6))
+		o := checkOptions(env.Config, s, 1, 10)
+		o.Parallel = 2
+		rep := runCheck(t, o)
 		for _, rule := range racetest.Rules {
 			if n := rep.Violations[rule]; n > 0 {
 				t.Errorf("racesafe's Client broke %s %d times; first:\n%s", rule, n, rep.Reproducers[rule])
