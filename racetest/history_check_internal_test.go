@@ -12,17 +12,18 @@ import (
 func TestCheckOptionsRefused(t *testing.T) {
 	cfg := &rest.Config{}
 	for name, o := range map[string]CheckOptions{
-		"no config":    {Subject: Subject{Name: "s"}},
-		"no name":      {Config: cfg},
-		"ambiguous":    {Config: cfg, Subject: Subject{Name: "s"}, Ambiguous: 2},
-		"negative ops": {Config: cfg, Subject: Subject{Name: "s"}, Ops: -1},
+		"no config":         {Subject: Subject{Name: "s"}},
+		"no name":           {Config: cfg},
+		"ambiguous":         {Config: cfg, Subject: Subject{Name: "s"}, Ambiguous: 2},
+		"negative ops":      {Config: cfg, Subject: Subject{Name: "s"}, Ops: -1},
+		"negative parallel": {Config: cfg, Subject: Subject{Name: "s"}, Parallel: -1},
 	} {
 		if _, err := o.withDefaults(); !errors.Is(err, ErrInvalidCheckOptions) {
 			t.Errorf("%s: %v, want ErrInvalidCheckOptions", name, err)
 		}
 	}
 	o, err := CheckOptions{Config: cfg, Subject: Subject{Name: "s"}}.withDefaults()
-	if err != nil || o.Histories != 1 || o.Ops != 40 || o.Objects != 3 || o.Subject.Namespaces != 1 {
+	if err != nil || o.Histories != 1 || o.Ops != 40 || o.Objects != 3 || o.Subject.Namespaces != 1 || o.Parallel != 1 {
 		t.Fatalf("defaults: %+v, %v", o, err)
 	}
 }
