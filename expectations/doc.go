@@ -101,8 +101,9 @@
 // version in its namespace (another writer's deletion); otherwise it
 // serves the entry, or refuses with ErrStale where the entry cannot be
 // shown. A copy newer than the entry becomes the entry, so no form reads
-// older afterwards; where the Client reads a kind in more than one form, the
-// version a read of one form served is kept as an entry too (without the
+// older afterwards, and so does the deletion of the incarnation written
+// that one form's informer delivers; where the Client reads a kind in more
+// than one form, the version a read of one form served is kept as an entry too (without the
 // object, and not pending), for the same reason. A deletion is kept as the
 // version at which a live read found the name free: every copy at or below
 // it is gone, whichever incarnation. A form's cache has caught up with a
