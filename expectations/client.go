@@ -187,6 +187,12 @@ type Client struct {
 	// multiForm: some kind is read in more than one form, so reads keep
 	// versions (remember) and no read skips the session.
 	multiForm atomic.Bool
+	// formsRead holds every form the Client has read (Client.watch): a
+	// read skips the session only in the one form read so far, so the
+	// first read of each form registers it, and a second form ends the
+	// skipping (the history checker's seed 150: a typed Get that skipped
+	// the session kept no version, and a metadata Get then served older).
+	formsRead atomic.Uint32
 	// informers is ClientOptions.Cache, nil when not given; marks is what
 	// the Client knows of its caches' progress.
 	informers      Informers
@@ -296,8 +302,9 @@ func (c *Client) Pending() int { return c.s.pending(c.clock.Now(), c.marks.forms
 // when that is newer, as the package documentation's rule says. obj is
 // written only on success; what it receives is the caller's own copy.
 func (c *Client) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	if c.s.n.Load() == 0 && !c.shared && !c.multiForm.Load() {
-		// Nothing pending: the cache alone, into obj, allocating nothing.
+	if c.s.n.Load() == 0 && !c.shared && !c.multiForm.Load() && c.formsRead.Load() == uint32(formOf(obj)) {
+		// Nothing pending, one form read: the cache alone, into obj,
+		// allocating nothing.
 		err := c.inner.Get(ctx, key, obj, opts...)
 		if err == nil {
 			c.metrics().cache.Inc()
@@ -353,7 +360,7 @@ func (c *Client) Get(ctx context.Context, key client.ObjectKey, obj client.Objec
 		}
 		cached = nil
 	}
-	d, stale := c.judged(ctx, sk, e, f, cached)
+	d, stale := c.judged(ctx, sk, e, f, obj, cached)
 	switch d {
 	case serveCache:
 		if cached == nil {
@@ -400,12 +407,21 @@ func (c *Client) Get(ctx context.Context, key client.ObjectKey, obj client.Objec
 // form reads older later. An entry that cannot be served yet (an ambiguous
 // write) has its read back retried first, within ctx. It returns the
 // decision and the entry it was taken on.
-func (c *Client) judged(ctx context.Context, sk sessionKey, e *ownEntry, f form, cached client.Object) (decision, *ownEntry) {
+func (c *Client) judged(ctx context.Context, sk sessionKey, e *ownEntry, f form, like, cached client.Object) (decision, *ownEntry) {
 	if cached != nil {
 		c.marks.raise(sk.gk, f, sk.Namespace, cached.GetResourceVersion())
 	}
 	reached := func(rv string) bool { return c.marks.reached(sk.gk, f, sk.Namespace, rv) }
 	d, caught := judge(e, cached, reached)
+	if cached == nil && d != serveCache && e.state == ownWritten && c.marks.blind(sk.gk, f, e) {
+		// The form's informer may have delivered another writer's deletion
+		// before the Client's handler was added (a form first read after
+		// the write; the history checker's seed 78): the server tells.
+		if cur := c.checkLive(ctx, sk, e, like); cur != e {
+			e = cur
+			d, caught = judge(e, cached, reached)
+		}
+	}
 	if d == serveRefused && e.state == ownUnknown && !c.unresolved.empty() {
 		c.retryReadBacks(ctx)
 		if cur := c.s.get(sk); cur != nil && cur != e {
@@ -422,6 +438,32 @@ func (c *Client) judged(ctx context.Context, sk sessionKey, e *ownEntry, f form,
 	}
 	c.caughtUp(sk, e, f)
 	return d, e
+}
+
+// checkLive reads the object of entry e live, for a read in a form blind
+// to e (watermarks.blind), within the read's context, and returns the
+// entry the server's answer leaves: a deletion where it is gone, its copy
+// where it is newer, e where it is as e has it (e is then checked) or the
+// read failed.
+func (c *Client) checkLive(ctx context.Context, sk sessionKey, e *ownEntry, like client.Object) *ownEntry {
+	probe, err := objcopy.EmptyLike(like)
+	if err != nil {
+		return e
+	}
+	probe.SetNamespace(sk.Namespace)
+	probe.SetName(sk.Name)
+	probe.SetUID(e.uid)
+	now := c.clock.Now()
+	if told, _ := c.readLive(forRead(ctx), "get", probe, sk.gk, now); !told {
+		return e
+	}
+	c.metrics().live.Inc()
+	cur := c.s.get(sk)
+	if cur == nil || cur == e {
+		e.checked.Store(now.UnixNano())
+		return e
+	}
+	return cur
 }
 
 // keepNewer keeps cached, which form f's cache served for an entry e it
@@ -577,7 +619,7 @@ func (c *Client) List(ctx context.Context, list client.ObjectList, opts ...clien
 			}
 		}
 	}
-	if c.s.n.Load() == 0 && !c.multiForm.Load() {
+	if c.s.n.Load() == 0 && !c.multiForm.Load() && c.formsRead.Load() == uint32(formOf(list)) {
 		err := c.inner.List(ctx, list, opts...)
 		if err == nil {
 			c.metrics().cache.Inc()
@@ -672,7 +714,7 @@ func (c *Client) List(ctx context.Context, list client.ObjectList, opts ...clien
 			continue
 		}
 		delete(own, key)
-		d, e := c.judged(ctx, sessionKey{gk: gk, ObjectKey: key}, e, f, o)
+		d, e := c.judged(ctx, sessionKey{gk: gk, ObjectKey: key}, e, f, o, o)
 		switch d {
 		case serveCache:
 			merged = append(merged, item)
@@ -712,7 +754,7 @@ func (c *Client) List(ctx context.Context, list client.ObjectList, opts ...clien
 			}
 			cached = nil
 		}
-		d, e := c.judged(ctx, sessionKey{gk: gk, ObjectKey: key}, e, f, cached)
+		d, e := c.judged(ctx, sessionKey{gk: gk, ObjectKey: key}, e, f, o, cached)
 		var out client.Object
 		switch d {
 		case serveCache:

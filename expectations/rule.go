@@ -3,6 +3,7 @@ package expectations
 import (
 	"context"
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -110,6 +111,32 @@ type formInformer struct {
 	store versionedStore // nil when the informer cannot say
 	// oneStream: one informer, one watch for every namespace.
 	oneStream bool
+	// since is when the Client's handler was added to the informer, zero
+	// until it is: the handler hears of no deletion delivered before.
+	since time.Time
+	// deaf: the Client has no informers (ClientOptions.Cache) and hears
+	// no events; its marks alone tell.
+	deaf bool
+}
+
+// blind reports whether form f's informer of gk may have delivered the
+// deletion of e's object before the Client's handler heard it: the Client
+// reads through a cache (ClientOptions.Cache) and e was written, or last
+// checked live, before the handler was added (or it could not be). A
+// NotFound in that form then says nothing the Client can judge: a
+// deletion missed, or a create not delivered yet.
+func (w *watermarks) blind(gk schema.GroupKind, f form, e *ownEntry) bool {
+	w.mu.Lock()
+	inf := w.kinds[formKind{gk: gk, f: f}]
+	w.mu.Unlock()
+	if inf == nil || inf.deaf {
+		return false
+	}
+	at := e.at
+	if l := e.checked.Load(); l != 0 {
+		at = time.Unix(0, l)
+	}
+	return inf.since.IsZero() || at.Before(inf.since)
 }
 
 // key is where the mark of form f of gk in ns is kept; w.mu is held.
@@ -179,10 +206,11 @@ func (w *watermarks) forms(gk schema.GroupKind) form {
 func (c *Client) watch(ctx context.Context, gk schema.GroupKind, f form, like client.Object) {
 	w := c.marks
 	k := formKind{gk: gk, f: f}
+	c.formsRead.Or(uint32(f))
 	w.mu.Lock()
 	_, known := w.kinds[k]
 	if !known {
-		w.kinds[k] = &formInformer{}
+		w.kinds[k] = &formInformer{deaf: c.informers == nil}
 		for o := range w.kinds {
 			if o.gk == gk && o.f != f {
 				c.multiForm.Store(true)
@@ -222,11 +250,16 @@ func (c *Client) watch(ctx context.Context, gk schema.GroupKind, f form, like cl
 		}
 	}
 	w.mu.Unlock()
-	_, _ = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { c.delivered(gk, f, obj, false) },
 		UpdateFunc: func(_, obj any) { c.delivered(gk, f, obj, false) },
 		DeleteFunc: func(obj any) { c.delivered(gk, f, obj, true) },
-	})
+	}); err != nil {
+		return
+	}
+	w.mu.Lock()
+	fi.since = c.clock.Now()
+	w.mu.Unlock()
 }
 
 // delivered is a read form's event handler. It judges the entry of the

@@ -67,6 +67,10 @@ type ownEntry struct {
 	// is known to have existed at, "" when none is: a form's cache that
 	// has delivered it and shows NotFound has delivered the deletion.
 	existed string
+	// checked is when a live read last found the object as the entry
+	// has it (unix nanoseconds, 0 for never): a form whose handler was
+	// added before that is not blind to it (watermarks.blind).
+	checked atomic.Int64
 }
 
 // has reports whether form f's cache has caught up with e.

@@ -1,0 +1,134 @@
+package expectations_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"github.com/racesafe/racesafe/expectations"
+)
+
+// countingServer counts the server's Gets: with the rig, whose cache reads
+// never reach the server, those are the Client's live reads.
+func countingServer(n *atomic.Int32) interceptor.Funcs {
+	return interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			n.Add(1)
+			return c.Get(ctx, key, obj, opts...)
+		},
+	}
+}
+
+// TestAFormFirstReadAfterTheWriteAsksTheServer (the history checker's seed
+// 78): the Client created an object and another writer deleted it before
+// the Client first read the kind in the typed form. That form's informer
+// delivered the deletion before the Client's handler was on, so no event
+// tells it; its cache shows NotFound, which is also what a create not yet
+// delivered shows. The typed Get asks the server once, and serves the
+// deletion; where the object is still there, it serves the write, and does
+// not ask again.
+func TestAFormFirstReadAfterTheWriteAsksTheServer(t *testing.T) {
+	// Broken by: dropping the blind check in (*Client).judged (client.go),
+	// fails with: typed Get after another writer's deletion = <nil> at 1,
+	// want NotFound.
+	var gets atomic.Int32
+	r := newRig(t, rigOptions{server: countingServer(&gets)})
+	ctx := t.Context()
+	gone, kept := attackCM("gone"), attackCM("kept")
+	for _, cm := range []*corev1.ConfigMap{gone, kept} {
+		if err := r.c.Create(ctx, cm); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The metadata form is read: its handler is on, the typed one's not.
+	meta := &metav1.PartialObjectMetadata{}
+	meta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
+	r.show(gone, metaForm)
+	if err := r.c.Get(ctx, client.ObjectKeyFromObject(gone), meta); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.srv.Delete(ctx, gone.DeepCopy()); err != nil {
+		t.Fatal(err)
+	}
+	gets.Store(0)
+	got := &corev1.ConfigMap{}
+	if err := r.c.Get(ctx, client.ObjectKeyFromObject(gone), got); !apierrors.IsNotFound(err) {
+		t.Errorf("typed Get after another writer's deletion = %v at %s, want NotFound", err, got.ResourceVersion)
+	}
+	if names, err := listed(t, r); err != nil || len(names) != 1 || names[0] != "kept@"+kept.ResourceVersion {
+		t.Errorf("typed List = %v, %v; want [kept]", names, err)
+	}
+	if err := r.c.Get(ctx, client.ObjectKeyFromObject(kept), got); err != nil || got.ResourceVersion != kept.ResourceVersion {
+		t.Errorf("typed Get of the object still there = %v at %s, want the write at %s", err, got.ResourceVersion, kept.ResourceVersion)
+	}
+	asked := gets.Load()
+	if asked == 0 {
+		t.Errorf("the typed reads asked the server nothing")
+	}
+	for range 3 {
+		if err := r.c.Get(ctx, client.ObjectKeyFromObject(kept), got); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := gets.Load(); n != asked {
+		t.Errorf("the server was asked %d more times about an object it had answered for", n-asked)
+	}
+	// A form whose handler was on before the write hears the deletion as an
+	// event, and asks nothing.
+	gets.Store(0)
+	again := attackCM("again")
+	if err := r.c.Create(ctx, again); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.c.Get(ctx, client.ObjectKeyFromObject(again), got); err != nil {
+		t.Fatal(err)
+	}
+	if n := gets.Load(); n != 0 {
+		t.Errorf("a form read before the write asked the server %d times", n)
+	}
+}
+
+// TestTheFirstReadOfASecondFormIsKept (the history checker's seed 150): a
+// Client with nothing pending has read the kind in one form (unstructured)
+// and reads it in a second one (typed): that read is the first of a kind in
+// two forms, so the version it served is kept, and a third form whose
+// cache lags (metadata) must not serve older, NotFound included.
+func TestTheFirstReadOfASecondFormIsKept(t *testing.T) {
+	// Broken by: the Get's fast path without the formsRead test
+	// (client.go), fails with: metadata Get after the typed Get served it
+	// at 1 = NotFound, want the object or ErrStale.
+	r := newRig(t, rigOptions{})
+	ctx := t.Context()
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
+	if err := r.c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "elsewhere"}, u); !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	other := attackCM("other")
+	if err := r.srv.Create(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	r.show(other, typedForm)
+	key := client.ObjectKeyFromObject(other)
+	got := &corev1.ConfigMap{}
+	if err := r.c.Get(ctx, key, got); err != nil {
+		t.Fatal(err)
+	}
+	meta := &metav1.PartialObjectMetadata{}
+	meta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
+	if err := r.c.Get(ctx, key, meta); err != nil && !errors.Is(err, expectations.ErrStale) {
+		t.Errorf("metadata Get after the typed Get served it at %s = %v, want the object or ErrStale", got.ResourceVersion, err)
+	}
+	r.show(other)
+	if err := r.c.Get(ctx, key, meta); err != nil || meta.ResourceVersion != got.ResourceVersion {
+		t.Errorf("metadata Get once its cache shows it = %v at %s, want %s", err, meta.ResourceVersion, got.ResourceVersion)
+	}
+}
