@@ -132,3 +132,53 @@ func TestTheFirstReadOfASecondFormIsKept(t *testing.T) {
 		t.Errorf("metadata Get once its cache shows it = %v at %s, want %s", err, meta.ResourceVersion, got.ResourceVersion)
 	}
 }
+
+// TestAnIncarnationDeletedAfterAKeptDeletionStaysGone (the history checker's
+// seed 806): the Client kept a deletion (its Update answered NotFound);
+// another writer then created the object and deleted it, and the metadata
+// informer delivered that deletion. The unstructured cache, lagging, still
+// shows the deleted incarnation: its copy must not become what the other
+// forms serve, and the metadata form, which delivered the deletion, must
+// answer NotFound.
+func TestAnIncarnationDeletedAfterAKeptDeletionStaysGone(t *testing.T) {
+	// Broken by: dropping the goneSince case in (*Client).delivered
+	// (rule.go), fails with: metadata Get after its informer delivered the
+	// deletion = <nil> at 10, want NotFound.
+	r := newRig(t, rigOptions{server: interceptor.Funcs{
+		// The fake server's Lists tell no version; this one's is 5.
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			if err := c.List(ctx, list, opts...); err != nil {
+				return err
+			}
+			list.SetResourceVersion("5")
+			return nil
+		},
+	}})
+	ctx := t.Context()
+	meta := &metav1.PartialObjectMetadata{}
+	meta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
+	key := client.ObjectKey{Namespace: "default", Name: "item"}
+	if err := r.c.Get(ctx, key, meta); !apierrors.IsNotFound(err) {
+		t.Fatal(err) // the metadata form is read: its handler is on
+	}
+	cm := attackCM("item")
+	cm.ResourceVersion = "1"
+	if err := r.c.Update(ctx, cm); !apierrors.IsNotFound(err) {
+		t.Fatalf("Update of an object not there = %v, want NotFound", err)
+	}
+	// Another writer's incarnation, created at 10 and deleted since; the
+	// metadata informer delivers the deletion, the unstructured cache
+	// still shows it.
+	other := attackCM("item")
+	other.UID, other.ResourceVersion = "u-other", "10"
+	r.deliver(other, true)
+	r.show(other, unstructForm)
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
+	if err := r.c.Get(ctx, key, u); !apierrors.IsNotFound(err) {
+		t.Errorf("unstructured Get of the deleted incarnation = %v at %s, want NotFound: its deletion is known", err, u.GetResourceVersion())
+	}
+	if err := r.c.Get(ctx, key, meta); !apierrors.IsNotFound(err) {
+		t.Errorf("metadata Get after its informer delivered the deletion = %v at %s, want NotFound", err, meta.ResourceVersion)
+	}
+}

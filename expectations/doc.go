@@ -109,7 +109,10 @@
 // it is gone, whichever incarnation. A form's cache has caught up with a
 // deletion once it shows NotFound and has delivered a version the object
 // existed at, or that incarnation's delete event: a cache that has not
-// delivered even the object's create shows NotFound too. A write that
+// delivered even the object's create shows NotFound too. A form whose
+// informer the Client's handler joined after a write cannot tell a
+// deletion it delivered before from a create not delivered yet: its
+// NotFound for that write is taken to the server once. A write that
 // ended ambiguously keeps the newest version known until its read back
 // tells: the cache's copy is served only once newer. Lists judge each
 // item, and each entry they do not list, by the same rule.
@@ -330,8 +333,9 @@
 //     the version one form served of any other object, which the other
 //     forms must reach before they serve it (ErrStale until then; a
 //     version kept from a read is not pending). Reads made while nothing
-//     is pending and no kind has been read in two forms go to the cache
-//     alone, and are not remembered.
+//     is pending and the Client has read one form only go to the cache
+//     alone, and are not remembered: a form read for the first time whose
+//     informer already ran, and lags, may serve older than they did.
 //   - A Client never writes into the informer's store: other readers of the
 //     cache do not see its writes early.
 //   - It does not replace optimistic locking. It makes stale reads visible to

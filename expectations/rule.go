@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -290,6 +291,13 @@ func (c *Client) delivered(gk schema.GroupKind, f form, obj any, deleted bool) {
 		// informer delivered the deletion (the history checker's seed
 		// 152). The entry becomes that deletion.
 		c.deletedSince(sk, e, f, m.GetResourceVersion())
+	case deleted && e.state == ownGone && wellFormed(m.GetResourceVersion()) && newer(m.GetResourceVersion(), e.rv):
+		// A deletion kept, and an incarnation deleted since (created
+		// by another writer after it): the name is free at the later
+		// version, so that a form still showing that incarnation does
+		// not serve it, nor pass it on to the others (the history
+		// checker's seed 806).
+		c.goneSince(sk, e, f, m.GetUID(), m.GetResourceVersion())
 	case deleted:
 		// The store no longer holds the object's incarnation: a deletion
 		// kept is what it waits for; a write of it was deleted since. The
@@ -313,6 +321,25 @@ func (c *Client) deletedSince(sk sessionKey, e *ownEntry, f form, rv string) {
 		n.rv = rv
 	}
 	n.caught.Store(uint32(f))
+	if !c.s.replace(sk, e, n) {
+		c.caughtUp(sk, e, f)
+	}
+}
+
+// goneSince replaces e, a deletion kept, by the deletion of incarnation
+// uid that form f's informer has just delivered at rv, newer than e: the
+// name is free at rv. f has caught up with it where the incarnation is
+// e's, or e tells none; the deletion of another incarnation catches no
+// form up (TestDeleteEventOfAnotherIncarnationIsNotTheClients).
+func (c *Client) goneSince(sk sessionKey, e *ownEntry, f form, uid types.UID, rv string) {
+	caught := e.caught.Load()
+	if e.uid == "" || e.uid == uid {
+		caught |= uint32(f)
+	} else {
+		uid = e.uid
+	}
+	n := &ownEntry{state: ownGone, uid: uid, rv: rv, existed: rv, at: e.at, deadline: e.deadline, seen: e.seen}
+	n.caught.Store(caught)
 	if !c.s.replace(sk, e, n) {
 		c.caughtUp(sk, e, f)
 	}
