@@ -105,8 +105,9 @@
 // that one form's informer delivers; where the Client reads a kind in more
 // than one form, the version a read of one form served is kept as an entry too (without the
 // object, and not pending), for the same reason. A deletion is kept as the
-// version at which a live read found the name free: every copy at or below
-// it is gone, whichever incarnation. A form's cache has caught up with a
+// newest version the name is known free at, from a live read or from a
+// later incarnation's delete event an informer delivered: every copy at or
+// below it is gone, whichever incarnation. A form's cache has caught up with a
 // deletion once it shows NotFound and has delivered a version the object
 // existed at, or that incarnation's delete event: a cache that has not
 // delivered even the object's create shows NotFound too. A form whose
