@@ -467,12 +467,12 @@ func (c *Client) checkLive(ctx context.Context, sk sessionKey, e *ownEntry, like
 }
 
 // keepNewer keeps cached, which form f's cache served for an entry e it
-// has caught up with, as the entry when it is newer than e and the Client
-// reads the kind in another form too: that form's cache may still be older
-// than the copy just served, and must not serve older (monotonic reads
-// across forms). A kind read in one form costs a comparison.
+// has caught up with, as the entry when it is newer than e: another form's
+// cache, read now or first read later, may still be older than the copy
+// just served, and must not serve older (monotonic reads across forms). A
+// copy as old as the entry costs a comparison.
 func (c *Client) keepNewer(sk sessionKey, e *ownEntry, f form, cached client.Object) {
-	if e == nil || !wellFormed(e.rv) || !newer(cached.GetResourceVersion(), e.rv) || c.marks.forms(sk.gk)&^f == 0 {
+	if e == nil || !wellFormed(e.rv) || !newer(cached.GetResourceVersion(), e.rv) {
 		return
 	}
 	c.adopt(sk, e, f, cached)

@@ -182,3 +182,46 @@ func TestAnIncarnationDeletedAfterAKeptDeletionStaysGone(t *testing.T) {
 		t.Errorf("metadata Get after its informer delivered the deletion = %v at %s, want NotFound", err, meta.ResourceVersion)
 	}
 }
+
+// TestANewerCopyOneFormServedBecomesTheEntry (the history checker's seed
+// 1601): the Client wrote an object and has read its kind in one form only;
+// another writer's later write reaches that form's cache, and a read there
+// serves it. That copy becomes the entry, so a second form read for the
+// first time, whose informer lags at the Client's own write, must not
+// serve older than it.
+func TestANewerCopyOneFormServedBecomesTheEntry(t *testing.T) {
+	// Broken by: keepNewer keeping a newer copy only when the kind was
+	// already read in two forms (client.go), fails with: metadata Get after
+	// the typed Get served 2 = 1, want 2 or ErrStale.
+	r := newRig(t, rigOptions{})
+	ctx := t.Context()
+	cm := attackCM("moved")
+	if err := r.c.Create(ctx, cm); err != nil {
+		t.Fatal(err)
+	}
+	r.show(cm)
+	key := client.ObjectKeyFromObject(cm)
+	got := &corev1.ConfigMap{}
+	if err := r.c.Get(ctx, key, got); err != nil || got.ResourceVersion != cm.ResourceVersion {
+		t.Fatalf("typed Get of the write = %v at %s, want %s", err, got.ResourceVersion, cm.ResourceVersion)
+	}
+	other := got.DeepCopy()
+	other.Data["v"] = "other"
+	if err := r.srv.Update(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	r.show(other, typedForm)
+	if err := r.c.Get(ctx, key, got); err != nil || got.ResourceVersion != other.ResourceVersion {
+		t.Fatalf("typed Get after another writer's update = %v at %s, want %s", err, got.ResourceVersion, other.ResourceVersion)
+	}
+	meta := &metav1.PartialObjectMetadata{}
+	meta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
+	err := r.c.Get(ctx, key, meta)
+	if err == nil && meta.ResourceVersion != other.ResourceVersion || err != nil && !errors.Is(err, expectations.ErrStale) {
+		t.Errorf("metadata Get after the typed Get served %s = %v at %s, want %s or ErrStale", other.ResourceVersion, err, meta.ResourceVersion, other.ResourceVersion)
+	}
+	r.show(other)
+	if err := r.c.Get(ctx, key, meta); err != nil || meta.ResourceVersion != other.ResourceVersion {
+		t.Errorf("metadata Get once its cache shows it = %v at %s, want %s", err, meta.ResourceVersion, other.ResourceVersion)
+	}
+}
