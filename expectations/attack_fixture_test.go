@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -146,15 +147,16 @@ func (r *rig) drop(obj client.Object) {
 	}
 }
 
-// deliver calls the handlers of every informer of obj's kind with obj, in
-// their forms: a delete event when deleted, an update event otherwise.
-func (r *rig) deliver(obj client.Object, deleted bool) {
+// deliver calls the handlers of every informer of obj's kind (of forms
+// only, when given) with obj, in their forms: a delete event when deleted,
+// an update event otherwise.
+func (r *rig) deliver(obj client.Object, deleted bool, forms ...string) {
 	r.mu.Lock()
 	hs := append([]informerHandler(nil), r.events...)
 	r.mu.Unlock()
 	gvk := r.gk(obj)
 	for _, h := range hs {
-		if h.gvk.GroupKind() != gvk.GroupKind() {
+		if h.gvk.GroupKind() != gvk.GroupKind() || len(forms) > 0 && !slices.Contains(forms, h.form) {
 			continue
 		}
 		o := r.convert(obj, h.form, gvk)

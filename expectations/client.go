@@ -198,6 +198,10 @@ type Client struct {
 	informers      Informers
 	marks          *watermarks
 	requestTimeout time.Duration
+	// deliveredHook, set by tests only, runs in an event handler between
+	// reading the entry and acting on it: a read may replace the entry
+	// there.
+	deliveredHook func()
 }
 
 // NewClient wraps c, normally the manager's GetClient(): it reads from the
@@ -816,6 +820,13 @@ func (c *Client) caughtUp(k sessionKey, e *ownEntry, f form) {
 	if c.s.caughtUp(k, e, f) {
 		c.metrics().caughtUp.Inc()
 	}
+}
+
+// caughtUpOn is caughtUp that reports false when e is no longer k's entry,
+// so that the caller judges again on the entry there now.
+func (c *Client) caughtUpOn(k sessionKey, e *ownEntry, f form) bool {
+	c.caughtUp(k, e, f)
+	return c.s.get(k) == e || e.has(f)
 }
 
 // hasManagedFields reports whether obj carries managedFields, without

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
@@ -280,50 +281,72 @@ func (c *Client) delivered(gk schema.GroupKind, f form, obj any, deleted bool) {
 		return
 	}
 	sk := sessionKey{gk: gk, ObjectKey: client.ObjectKey{Namespace: m.GetNamespace(), Name: m.GetName()}}
-	e := c.s.get(sk)
-	if e == nil || e.has(f) || e.state == ownUnknown {
-		return
+	// A read may replace the entry between reading it and acting on it (a
+	// newer copy another form served; the history checker's seed 9914): the
+	// event is then judged again on the entry the read left. Each round
+	// lost is another writer's change of the entry, so a few suffice.
+	for range 16 {
+		e := c.s.get(sk)
+		if e == nil || e.state == ownUnknown || !deleted && e.has(f) {
+			return
+		}
+		if c.deliveredHook != nil {
+			c.deliveredHook()
+		}
+		if c.deliveredTo(sk, e, f, m, deleted) {
+			return
+		}
 	}
+}
+
+// deliveredTo judges form f's event of object m (deleted for a delete
+// event) on entry e, and reports whether it is done: false when e was
+// replaced before the event acted on it.
+func (c *Client) deliveredTo(sk sessionKey, e *ownEntry, f form, m metav1.Object, deleted bool) bool {
 	switch {
 	case deleted && e.state == ownWritten && e.uid != "" && e.uid == m.GetUID():
 		// The incarnation written is deleted: every form's copy of it is
 		// stale now, including a form whose handler was added after its
 		// informer delivered the deletion (the history checker's seed
-		// 152). The entry becomes that deletion.
-		c.deletedSince(sk, e, f, m.GetResourceVersion())
+		// 152), and the other forms whatever this one had shown. The
+		// entry becomes that deletion.
+		return c.deletedSince(sk, e, f, m.GetResourceVersion())
 	case deleted && e.state == ownGone && wellFormed(m.GetResourceVersion()) && newer(m.GetResourceVersion(), e.rv):
 		// A deletion kept, and an incarnation deleted since (created
 		// by another writer after it): the name is free at the later
 		// version, so that a form still showing that incarnation does
 		// not serve it, nor pass it on to the others (the history
 		// checker's seed 806).
-		c.goneSince(sk, e, f, m.GetUID(), m.GetResourceVersion())
+		return c.goneSince(sk, e, f, m.GetUID(), m.GetResourceVersion())
 	case deleted:
 		// The store no longer holds the object's incarnation: a deletion
 		// kept is what it waits for; a write of it was deleted since. The
 		// deletion of another incarnation (a lagging cache's older one)
 		// says nothing of this one.
-		if e.uid == "" || e.uid == m.GetUID() {
-			c.caughtUp(sk, e, f)
+		if (e.uid == "" || e.uid == m.GetUID()) && !e.has(f) {
+			return c.caughtUpOn(sk, e, f)
 		}
 	case e.rv != "" && !newer(e.rv, m.GetResourceVersion()) && wellFormed(m.GetResourceVersion()):
+		// An event at an older version than the entry's says nothing of
+		// it; one at the entry's or later catches f up, and a lost round
+		// does not matter: the entry now there is another's.
 		c.caughtUp(sk, e, f)
 	}
+	return true
 }
 
 // deletedSince replaces e, a write of an incarnation form f's informer
 // has just delivered the deletion of (at rv, the event's version), by that
 // deletion, caught up in f: the other forms serve NotFound for it from now
 // on, and their caches' copies of it, all older, are not served.
-func (c *Client) deletedSince(sk sessionKey, e *ownEntry, f form, rv string) {
+// It reports whether e was still the entry.
+func (c *Client) deletedSince(sk sessionKey, e *ownEntry, f form, rv string) bool {
 	n := &ownEntry{state: ownGone, uid: e.uid, rv: e.rv, existed: e.rv, at: e.at, deadline: e.deadline, seen: e.seen}
 	if wellFormed(rv) && newer(rv, e.rv) {
 		n.rv = rv
 	}
 	n.caught.Store(uint32(f))
-	if !c.s.replace(sk, e, n) {
-		c.caughtUp(sk, e, f)
-	}
+	return c.s.replace(sk, e, n)
 }
 
 // goneSince replaces e, a deletion kept, by the deletion of incarnation
@@ -331,7 +354,8 @@ func (c *Client) deletedSince(sk sessionKey, e *ownEntry, f form, rv string) {
 // name is free at rv. f has caught up with it where the incarnation is
 // e's, or e tells none; the deletion of another incarnation catches no
 // form up (TestDeleteEventOfAnotherIncarnationIsNotTheClients).
-func (c *Client) goneSince(sk sessionKey, e *ownEntry, f form, uid types.UID, rv string) {
+// It reports whether e was still the entry.
+func (c *Client) goneSince(sk sessionKey, e *ownEntry, f form, uid types.UID, rv string) bool {
 	caught := e.caught.Load()
 	if e.uid == "" || e.uid == uid {
 		caught |= uint32(f)
@@ -340,9 +364,7 @@ func (c *Client) goneSince(sk sessionKey, e *ownEntry, f form, uid types.UID, rv
 	}
 	n := &ownEntry{state: ownGone, uid: uid, rv: rv, existed: rv, at: e.at, deadline: e.deadline, seen: e.seen}
 	n.caught.Store(caught)
-	if !c.s.replace(sk, e, n) {
-		c.caughtUp(sk, e, f)
-	}
+	return c.s.replace(sk, e, n)
 }
 
 // emptyOf returns an empty object of like's type and kind, the prototype
