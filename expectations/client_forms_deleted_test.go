@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/racesafe/racesafe/expectations"
@@ -34,6 +35,21 @@ func watchForms(t *testing.T, r *rig, forms ...string) {
 	}
 }
 
+// writtenWithFormsWatched returns a rig whose Client reads the typed and
+// metadata forms (their handlers on before any write) and has created a
+// ConfigMap of name, with a UID, as a real server's answer has.
+func writtenWithFormsWatched(t *testing.T, name string) (*rig, *corev1.ConfigMap) {
+	t.Helper()
+	r := newRig(t, rigOptions{})
+	watchForms(t, r, typedForm, metaForm)
+	cm := attackCM(name)
+	cm.UID = types.UID(name + "-1")
+	if err := r.c.Create(t.Context(), cm); err != nil {
+		t.Fatal(err)
+	}
+	return r, cm
+}
+
 // deletedAt returns obj as its delete event carries it: at the deletion's
 // version, rv.
 func deletedAt(obj *corev1.ConfigMap, rv string) *corev1.ConfigMap {
@@ -59,14 +75,8 @@ func TestADeletionDeliveredWhileAReadReplacesTheEntryIsKept(t *testing.T) {
 	// only (rule.go delivered, without the loop), fails with: metadata
 	// Get after its informer delivered the deletion = <nil> at 2, want
 	// NotFound.
-	r := newRig(t, rigOptions{})
+	r, cm := writtenWithFormsWatched(t, "raced")
 	ctx := t.Context()
-	watchForms(t, r, typedForm, metaForm)
-	cm := attackCM("raced")
-	cm.UID = "raced-1"
-	if err := r.c.Create(ctx, cm); err != nil {
-		t.Fatal(err)
-	}
 	key := client.ObjectKeyFromObject(cm)
 	other := cm.DeepCopy()
 	other.Data["v"] = "other"
@@ -107,14 +117,8 @@ func TestADeletionAFormCaughtUpDeliversEndsTheWrite(t *testing.T) {
 	// caught up with the entry, deletions included (rule.go delivered),
 	// fails with: typed Get after the metadata informer delivered the
 	// deletion = <nil> at 1, want NotFound.
-	r := newRig(t, rigOptions{})
+	r, cm := writtenWithFormsWatched(t, "caught")
 	ctx := t.Context()
-	watchForms(t, r, typedForm, metaForm)
-	cm := attackCM("caught")
-	cm.UID = "caught-1"
-	if err := r.c.Create(ctx, cm); err != nil {
-		t.Fatal(err)
-	}
 	key := client.ObjectKeyFromObject(cm)
 	r.show(cm, metaForm)
 	if m, err := metaGet(ctx, r, key); err != nil || m.ResourceVersion != cm.ResourceVersion {
